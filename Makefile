@@ -1,0 +1,46 @@
+# The two commands a new user needs: `make bench` and `make test`.
+# Everything else builds on these targets; CMake does the real work.
+BUILD        ?= build
+JOBS         ?= $(shell nproc)
+CMAKE_FLAGS  ?=
+
+.PHONY: all build test test-sanitize bench bench-instr bench-compare deps bench-deps clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh build
+
+bench-deps:
+	@sh scripts/deps.sh bench
+
+$(BUILD)/Makefile: CMakeLists.txt
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# ASan+UBSan over the whole test suite, then TSan over the allocator's own
+# concurrency (allocator instrumented and linked into the threaded tests).
+test-sanitize: deps
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DHAKMEM_SANITIZE=address
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS) -L sanitize
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=thread
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L tsan
+
+bench: bench-deps build
+	python3 bench/run.py $(if $(QUICK),--quick,)
+
+bench-instr: bench-deps build
+	python3 bench/instr.py
+
+bench-compare:
+	python3 bench/compare.py $(A) $(B)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

@@ -1,0 +1,40 @@
+/* hakmem — a general-purpose memory allocator.
+ *
+ * Linking with -lhakmem (or LD_PRELOAD=libhakmem.so) replaces the standard
+ * malloc family. The hak_* functions below are the same allocator under its
+ * own names, for programs that want hakmem beside another malloc. */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HAKMEM_API __attribute__((visibility("default")))
+
+HAKMEM_API void  *hak_malloc(size_t size);
+HAKMEM_API void   hak_free(void *p);
+HAKMEM_API void  *hak_calloc(size_t count, size_t size);
+HAKMEM_API void  *hak_realloc(void *p, size_t size);
+HAKMEM_API void  *hak_reallocarray(void *p, size_t count, size_t size);
+HAKMEM_API int    hak_posix_memalign(void **out, size_t alignment, size_t size);
+HAKMEM_API void  *hak_aligned_alloc(size_t alignment, size_t size);
+HAKMEM_API void  *hak_memalign(size_t alignment, size_t size);
+HAKMEM_API void  *hak_valloc(size_t size);
+HAKMEM_API void  *hak_pvalloc(size_t size);
+HAKMEM_API size_t hak_malloc_usable_size(const void *p);
+
+/* Return free memory to the OS now (what malloc_trim(0) does). */
+HAKMEM_API void   hak_collect(void);
+
+/* Statistics: the text report on stderr, or one JSON object, written to fd. */
+HAKMEM_API void   hak_stats_print(void);
+HAKMEM_API void   hak_stats_write_json(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,227 @@
+/* Allocation: malloc and the rest of the standard surface that hands out
+ * memory (calloc, realloc, the aligned family, C++ operator new), with the
+ * glibc contracts: errno ENOMEM on failure, never a wrapped size. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include "internal.h"
+
+/* The fast path: pop from the first page of the size's class. No lock, no
+ * atomic; one TLS load, a table load and a list pop. */
+static inline void *alloc_small(hak_heap_t *heap, size_t size) {
+  hak_page_t *page = heap->direct[(size + HAK_ALIGN - 1) >> 4];
+  hak_block_t *b = page->free;
+  if (hak_unlikely(b == NULL)) return NULL;
+  page->free = b->next;
+  page->used++;
+  b->free_tag = 0;
+  return b;
+}
+
+void *hak_malloc(size_t size) {
+  hak_heap_t *heap = hak_heap_get();
+  if (hak_likely(size <= HAK_SMALL_MAX)) {
+    void *p = alloc_small(heap, size);
+    if (hak_likely(p != NULL)) return p;
+  }
+  return hak_malloc_generic(heap, size, false);
+}
+
+void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
+  if (hak_unlikely(heap == &hak_heap_empty)) {
+    heap = hak_heap_thread_init();
+    if (heap == NULL) { errno = ENOMEM; return NULL; }
+  }
+  if (size > HAK_MEDIUM_MAX) return hak_huge_alloc(size, 0, zero);   /* fresh mappings are zero */
+
+  size_t bin = hak_bin_of(size);
+  hak_page_t *page = heap->queues[bin].first;
+  if (page == NULL || page->free == NULL) {
+    if ((++heap->slow_calls & 63) == 0) hak_arena_purge_due(heap->arena);
+    page = hak_page_for_bin(heap, bin);
+    if (page == NULL) { errno = ENOMEM; return NULL; }
+  }
+  hak_block_t *b = page->free;
+  page->free = b->next;
+  page->used++;
+  b->free_tag = 0;
+  if (zero) memset(b, 0, size);
+  return b;
+}
+
+void *hak_calloc(size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
+  hak_heap_t *heap = hak_heap_get();
+  if (total <= HAK_SMALL_MAX) {
+    void *p = alloc_small(heap, total);
+    if (p != NULL) return memset(p, 0, total);
+  }
+  return hak_malloc_generic(heap, total, true);
+}
+
+/* ------------------------------------------------------------ aligned */
+
+static void *alloc_aligned(size_t align, size_t size, bool zero) {
+  if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
+  if (size <= HAK_MEDIUM_MAX && align <= HAK_SLICE_SIZE) {
+    /* Pages start on slice boundaries, so a class whose size is a multiple
+     * of the alignment yields aligned blocks as they are. */
+    if ((hak_bin_size(hak_bin_of(size)) & (align - 1)) == 0)
+      return zero ? hak_calloc(1, size) : hak_malloc(size);
+    size_t over = size + align - HAK_ALIGN;
+    if (over <= HAK_MEDIUM_MAX) {
+      uint8_t *p = hak_malloc_generic(hak_heap_get(), over, false);
+      if (p == NULL) return NULL;
+      uint8_t *q = (uint8_t *)hak_align_up((uintptr_t)p, align);
+      /* The page is ours (we just allocated from it): from now on its frees
+       * take the generic path, which maps interior pointers to blocks. */
+      if (q != p) hak_page_of(hak_segment_of(p), p)->flags |= HAK_PAGE_HAS_ALIGNED;
+      if (zero) memset(q, 0, size);
+      return q;
+    }
+  }
+  return hak_huge_alloc(size, align, zero);
+}
+
+static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+int hak_posix_memalign(void **out, size_t align, size_t size) {
+  if (align < sizeof(void *) || !is_power_of_two(align)) return EINVAL;
+  void *p = alloc_aligned(align, size, false);
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+void *hak_aligned_alloc(size_t align, size_t size) {
+  if (!is_power_of_two(align)) { errno = EINVAL; return NULL; }
+  return alloc_aligned(align, size, false);
+}
+
+/* glibc's memalign rounds an alignment that is not a power of two up. */
+void *hak_memalign(size_t align, size_t size) {
+  if (align > SIZE_MAX / 2 + 1) { errno = EINVAL; return NULL; }
+  if (!is_power_of_two(align)) align = align <= 1 ? 1 : (size_t)1 << (64 - __builtin_clzl(align - 1));
+  return alloc_aligned(align, size, false);
+}
+
+void *hak_valloc(size_t size) { return alloc_aligned(HAK_OS_PAGE, size, false); }
+
+void *hak_pvalloc(size_t size) {
+  if (size > SIZE_MAX - HAK_OS_PAGE) { errno = ENOMEM; return NULL; }
+  return alloc_aligned(HAK_OS_PAGE, size == 0 ? HAK_OS_PAGE : hak_align_up(size, HAK_OS_PAGE), false);
+}
+
+/* ------------------------------------------------------------ sizes, realloc */
+
+/* Usable bytes from p to the end of its block. Reports a pointer hakmem
+ * did not return. */
+size_t hak_malloc_usable_size(const void *p) {
+  if (p == NULL) return 0;
+  if (!hak_segment_is_mapped(p)) {
+    size_t n = hak_giant_usable_size(p);
+    if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
+    return n;
+  }
+  hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+  const uint8_t *end;
+  if (page->span_kind == HAK_SPAN_HUGE && (const uint8_t *)p == page->start)
+    end = page->start + page->block_size;
+  else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= page->start)
+    end = (const uint8_t *)hak_page_block_start(page, p) + page->block_size;
+  else
+    hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
+  return (size_t)(end - (const uint8_t *)p);
+}
+
+void *hak_realloc(void *p, size_t size) {
+  if (p == NULL) return hak_malloc(size);
+  if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
+  size_t usable = hak_malloc_usable_size(p);
+  if (size <= usable && size >= usable / 2) return p;   /* fits, without wasting half */
+  if (hak_segment_is_mapped(p) && size > HAK_MEDIUM_MAX) {
+    hak_segment_t *seg = hak_segment_of(p);
+    hak_page_t *page = hak_page_of(seg, p);
+    if (page->span_kind == HAK_SPAN_HUGE && hak_huge_resize_in_place(seg, page, size)) return p;
+  }
+  void *q = hak_malloc(size);
+  if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  memcpy(q, p, usable < size ? usable : size);
+  hak_free(p);
+  return q;
+}
+
+void *hak_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
+  return hak_realloc(p, total);
+}
+
+/* ------------------------------------------------------------ C++ new */
+
+/* operator new must call the installed new_handler and retry, and throw
+ * std::bad_alloc when there is none. The C++ runtime is only referenced
+ * weakly: a C program does not load it, and never calls operator new. */
+typedef void hak_new_handler_t(void);
+extern hak_new_handler_t *_ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler */
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));     /* std::__throw_bad_alloc */
+
+static HAK_NOINLINE void *new_retry(size_t size, size_t align, bool nothrow) {
+  for (;;) {
+    hak_new_handler_t *handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (handler == NULL) {
+      if (nothrow) return NULL;
+      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+      hak_fatal("operator new(%zu): out of memory", size);
+    }
+    handler();   /* frees memory, or throws, or aborts */
+    void *p = alloc_aligned(align, size, false);
+    if (p != NULL) return p;
+  }
+}
+
+HAK_INTERNAL void *hak_new(size_t size) {
+  void *p = hak_malloc(size);
+  return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN, false);
+}
+HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
+  (void)tag;
+  void *p = hak_malloc(size);
+  return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN, true);
+}
+HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
+  void *p = alloc_aligned(align, size, false);
+  return hak_likely(p != NULL) ? p : new_retry(size, align, false);
+}
+HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
+  (void)tag;
+  void *p = alloc_aligned(align, size, false);
+  return hak_likely(p != NULL) ? p : new_retry(size, align, true);
+}
+
+/* ------------------------------------------------------------ exported names */
+
+#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
+#define HAK_EXPORT_AS(target) __attribute__((alias(#target), visibility("default")))
+void *malloc(size_t) HAK_EXPORT_AS(hak_malloc);
+void *calloc(size_t, size_t) HAK_EXPORT_AS(hak_calloc);
+void *realloc(void *, size_t) HAK_EXPORT_AS(hak_realloc);
+void *reallocarray(void *, size_t, size_t) HAK_EXPORT_AS(hak_reallocarray);
+int posix_memalign(void **, size_t, size_t) HAK_EXPORT_AS(hak_posix_memalign);
+void *aligned_alloc(size_t, size_t) HAK_EXPORT_AS(hak_aligned_alloc);
+void *memalign(size_t, size_t) HAK_EXPORT_AS(hak_memalign);
+void *valloc(size_t) HAK_EXPORT_AS(hak_valloc);
+void *pvalloc(size_t) HAK_EXPORT_AS(hak_pvalloc);
+size_t malloc_usable_size(void *) HAK_EXPORT_AS(hak_malloc_usable_size);
+
+/* C++: operator new / new[] (plain, nothrow, aligned, aligned nothrow). */
+void *_Znwm(size_t) HAK_EXPORT_AS(hak_new);
+void *_Znam(size_t) HAK_EXPORT_AS(hak_new);
+void *_ZnwmRKSt9nothrow_t(size_t, const void *) HAK_EXPORT_AS(hak_new_nothrow);
+void *_ZnamRKSt9nothrow_t(size_t, const void *) HAK_EXPORT_AS(hak_new_nothrow);
+void *_ZnwmSt11align_val_t(size_t, size_t) HAK_EXPORT_AS(hak_new_aligned);
+void *_ZnamSt11align_val_t(size_t, size_t) HAK_EXPORT_AS(hak_new_aligned);
+void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *) HAK_EXPORT_AS(hak_new_aligned_nothrow);
+void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *) HAK_EXPORT_AS(hak_new_aligned_nothrow);
+#endif

@@ -1,0 +1,322 @@
+/* hakmem internal definitions: the data structures every layer shares, with
+ * the invariants that hold them together, and the small inline helpers of the
+ * fast paths.
+ *
+ * Layers, bottom up (one file each):
+ *   os.c       mmap/madvise, aligned reservations, time, randomness
+ *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
+ *              sharded arenas; huge blocks in segments of their own
+ *   page.c     a page = a span holding blocks of one size class: free lists,
+ *              collection of remote frees, abandonment and reclamation
+ *   heap.c     per-thread heaps: page queues per size class, thread exit
+ *   alloc.c    malloc and friends
+ *   free.c     free: the local fast path and the cross-thread path
+ *   init.c     process start-up, fork, thread exit hooks
+ *   options.c  HAKMEM_* options and messages
+ *   stats.c    counters and the report
+ *   override.c the standard names and C++ operators
+ */
+#ifndef HAKMEM_INTERNAL_H
+#define HAKMEM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include "hakmem.h"
+
+#define hak_likely(x)   __builtin_expect(!!(x), 1)
+#define hak_unlikely(x) __builtin_expect(!!(x), 0)
+#define HAK_INTERNAL    __attribute__((visibility("hidden")))
+#define HAK_NOINLINE    __attribute__((noinline))
+#define HAK_NORETURN    __attribute__((noreturn))
+
+/* ---------------------------------------------------------------- sizes */
+
+#define HAK_SEGMENT_SHIFT      25                        /* 32 MiB */
+#define HAK_SEGMENT_SIZE       ((size_t)1 << HAK_SEGMENT_SHIFT)
+#define HAK_SEGMENT_MASK       (HAK_SEGMENT_SIZE - 1)
+#define HAK_SLICE_SHIFT        16                        /* 64 KiB */
+#define HAK_SLICE_SIZE         ((size_t)1 << HAK_SLICE_SHIFT)
+#define HAK_SLICES             (HAK_SEGMENT_SIZE / HAK_SLICE_SIZE)   /* 512 */
+#define HAK_OS_PAGE            4096
+
+#define HAK_ALIGN              16          /* every block is 16-byte aligned */
+#define HAK_SMALL_MAX          1024        /* sizes served by heap->direct   */
+#define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
+#define HAK_BINS               113         /* size classes 1..112; 0 unused  */
+#define HAK_DIRECT             (HAK_SMALL_MAX / HAK_ALIGN + 1)
+#define HAK_PAGE_MAX_SLICES    64          /* a medium page spans ≤ 4 MiB    */
+#define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
+#define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
+
+/* Size classes: 16..128 in steps of 16, then 8 classes per power of two, so
+ * above 128 bytes a block wastes at most 1/9 (11%) of itself. */
+static inline size_t hak_bin_of(size_t size) {
+  if (size <= 128) return size <= HAK_ALIGN ? 1 : (size + HAK_ALIGN - 1) >> 4;
+  size_t w = size - 1;
+  unsigned b = 63u - (unsigned)__builtin_clzl(w);
+  return 8 + (b - 7) * 8 + ((w >> (b - 3)) & 7) + 1;
+}
+
+static inline size_t hak_bin_size(size_t bin) {
+  if (bin <= 8) return bin * HAK_ALIGN;
+  size_t j = bin - 9, b = 7 + j / 8, k = j % 8 + 1;
+  return ((size_t)1 << b) + (k << (b - 3));
+}
+
+static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* ---------------------------------------------------------------- blocks */
+
+/* A free block. While a block is free its second word holds its free tag
+ * (address ^ a per-process secret); allocation clears it. Finding the tag
+ * already set on free means the block is free already: a double free. */
+typedef struct hak_block_s {
+  struct hak_block_s *next;
+  uintptr_t free_tag;
+} hak_block_t;
+
+extern uintptr_t hak_tag_secret HAK_INTERNAL;
+static inline uintptr_t hak_free_tag(const hak_block_t *b) { return (uintptr_t)b ^ hak_tag_secret; }
+
+/* ---------------------------------------------------------------- pages */
+
+struct hak_heap_s;
+struct hak_arena_s;
+
+/* Ownership state of a page, kept in the low bits of page->xthread_free so
+ * that a remote free pushes its block and reads the state in one CAS. */
+enum {
+  HAK_XSTATE_ACTIVE    = 0,  /* owned by a heap; its owner collects remote frees */
+  HAK_XSTATE_ABANDONED = 1,  /* no owner and not queued: the next remote free publishes it */
+  HAK_XSTATE_PUBLISHED = 2,  /* no owner, in its class's reclaim queue for adoption */
+  HAK_XSTATE_MASK      = 3,
+};
+
+enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_HUGE, HAK_SPAN_META };
+
+enum { HAK_PAGE_HAS_ALIGNED = 1 };   /* some block was returned at an interior aligned address */
+
+/* A page descriptor. One exists for every slice of a segment; the descriptor
+ * of a span's first slice describes the span, the others only point back to
+ * it (slice_offset).
+ *
+ * Invariants:
+ * - Owner-only fields (free, local_free, used, capacity, flags) are touched
+ *   only by the heap that owns the page (heap != NULL), or by the thread that
+ *   took ownership through xthread_free (adoption), never concurrently.
+ * - used counts blocks handed out and not yet back on free/local_free:
+ *   blocks sitting in xthread_free still count until the owner collects them.
+ *   So used == 0 means no live block, and no remote free can still arrive.
+ * - An owned page has state ACTIVE. Only the owner moves it to ABANDONED or
+ *   PUBLISHED (giving ownership up); only a popper of the reclaim queue, or
+ *   the last owner re-adopting on free, moves it back to ACTIVE.
+ * - Span fields (slice_count, slice_offset, span_kind, dirty, purge_at) and
+ *   the next/prev links of free spans are guarded by the segment's arena lock.
+ * - Hot fields of both paths share the first cache line. */
+typedef struct hak_page_s {
+  hak_block_t *free;                     /* blocks ready to allocate */
+  uint16_t used;
+  uint16_t capacity;                     /* blocks carved so far */
+  uint16_t reserved;                     /* blocks that fit the page */
+  uint8_t flags;
+  uint8_t bin;
+  hak_block_t *local_free;               /* blocks freed by the owner */
+  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads | state */
+  _Atomic(struct hak_heap_s *) heap;     /* owner, NULL when not owned */
+  size_t block_size;
+  uint8_t *start;                        /* first block */
+  struct hak_page_s *next, *prev;        /* heap queue, or arena free-span list */
+  /* -- colder -- */
+  struct hak_page_s *reclaim_next;       /* link in a reclaim queue */
+  _Atomic(struct hak_heap_s *) abandoned_by;  /* last owner, who may re-adopt on free */
+  uint32_t slice_count;                  /* slices in the span (first slice only) */
+  uint32_t slice_offset;                 /* this slice's distance to the span's first */
+  uint8_t span_kind;
+  uint8_t dirty;                         /* free span may hold resident memory */
+  uint64_t purge_at;                     /* ms: when a dirty free span is purged */
+} __attribute__((aligned(64))) hak_page_t;
+
+/* ---------------------------------------------------------------- segments */
+
+enum { HAK_SEGMENT_NORMAL = 0, HAK_SEGMENT_HUGE = 1 };
+
+/* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
+ * header by masking. NORMAL segments hold HAK_SLICES slices, the first
+ * HAK_META_SLICES of which hold this header. HUGE segments hold one block
+ * (possibly much larger than HAK_SEGMENT_SIZE) whose start lies in the first
+ * HAK_SEGMENT_SIZE, described by the descriptor of the slice it starts in. */
+typedef struct hak_segment_s {
+  uintptr_t cookie;                      /* address ^ secret: a sanity check */
+  size_t size;                           /* bytes mapped */
+  struct hak_arena_s *arena;             /* owner of the span lists (NORMAL) */
+  struct hak_segment_s *next, *prev;     /* arena's segment list */
+  uint32_t used_slices;                  /* slices in pages (NORMAL) */
+  uint8_t kind;
+  hak_page_t pages[HAK_SLICES];
+} hak_segment_t;
+
+#define HAK_META_SLICES ((sizeof(hak_segment_t) + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE)
+#define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
+
+/* One byte per possible segment of the 48-bit address space, set while the
+ * segment is mapped: free() validates any pointer with one load, and a
+ * pointer hakmem never returned is reported instead of followed. */
+#define HAK_SEGMENT_MAP_SIZE ((size_t)1 << (48 - HAK_SEGMENT_SHIFT))
+extern _Atomic(uint8_t) hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
+
+static inline hak_segment_t *hak_segment_of(const void *p) {
+  return (hak_segment_t *)((uintptr_t)p & ~HAK_SEGMENT_MASK);
+}
+static inline bool hak_segment_is_mapped(const void *p) {
+  size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
+  return atomic_load_explicit(&hak_segment_map[i], memory_order_relaxed) != 0;
+}
+static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
+  hak_page_t *slice = &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> HAK_SLICE_SHIFT];
+  return slice - slice->slice_offset;
+}
+static inline uint8_t *hak_page_area(hak_page_t *page) {   /* first byte of the span */
+  hak_segment_t *seg = hak_segment_of(page);
+  return (uint8_t *)seg + ((size_t)(page - seg->pages) << HAK_SLICE_SHIFT);
+}
+
+/* ---------------------------------------------------------------- arenas */
+
+#define HAK_SPAN_BINS 24
+#define HAK_ARENAS_MAX 8
+
+/* An arena hands out spans of slices from its segments under its lock. Arenas
+ * are shards: each thread heap draws from one, chosen round robin. */
+typedef struct hak_arena_s {
+  pthread_mutex_t lock;
+  hak_page_t *spans[HAK_SPAN_BINS];      /* free spans by size */
+  hak_segment_t *segments;
+  size_t segment_count;
+  size_t empty_segments;                 /* fully free segments kept */
+  uint64_t next_purge;                   /* ms: earliest purge_at pending, or 0 */
+} hak_arena_t;
+
+/* ---------------------------------------------------------------- heaps */
+
+typedef struct hak_page_queue_s {
+  hak_page_t *first, *last;
+} hak_page_queue_t;
+
+typedef struct hak_bin_stats_s {
+  uint64_t alloc_pages, free_pages, reclaimed_pages, abandoned_pages;
+} hak_bin_stats_t;
+
+/* A thread's heap. Only its thread touches it, except at thread exit or in
+ * a forked child. Pages in its queues are owned by it (page->heap == heap);
+ * full pages are not in any queue: they were given up (ABANDONED). */
+typedef struct hak_heap_s {
+  hak_page_t *direct[HAK_DIRECT];        /* (size+15)/16 -> first page of its bin */
+  hak_page_queue_t queues[HAK_BINS];
+  hak_arena_t *arena;
+  struct hak_heap_s *list_next, *list_prev;   /* all heaps (hak_heaps_lock) */
+  uint32_t slow_calls;
+  hak_bin_stats_t stats[HAK_BINS];
+} hak_heap_t;
+
+extern hak_heap_t hak_heap_empty HAK_INTERNAL;
+extern hak_page_t hak_page_empty HAK_INTERNAL;
+extern __thread hak_heap_t *hak_tls_heap HAK_INTERNAL __attribute__((tls_model("initial-exec")));
+
+static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
+
+/* ---------------------------------------------------------------- options */
+
+typedef enum {
+  HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
+  HAK_OPT_ARENAS, HAK_OPT_LARGE_CACHE, HAK_OPT_COUNT
+} hak_option_t;
+
+enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
+enum { HAK_PURGE_DONTNEED = 0, HAK_PURGE_FREE = 1 };
+
+extern long hak_options[HAK_OPT_COUNT] HAK_INTERNAL;
+static inline long hak_option(hak_option_t o) { return hak_options[o]; }
+
+/* ---------------------------------------------------------------- functions */
+
+/* os.c */
+HAK_INTERNAL void *hak_os_alloc_aligned(size_t size, size_t align);
+HAK_INTERNAL void  hak_os_free(void *p, size_t size);
+HAK_INTERNAL void  hak_os_purge(void *p, size_t size);
+HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
+HAK_INTERNAL uint64_t hak_clock_ms(void);
+HAK_INTERNAL uint64_t hak_random_u64(void);
+HAK_INTERNAL unsigned hak_cpu_count(void);
+HAK_INTERNAL size_t hak_process_rss(void);
+
+/* segment.c */
+HAK_INTERNAL void hak_arenas_init(void);
+HAK_INTERNAL unsigned hak_arena_count(void);
+HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
+HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices);
+HAK_INTERNAL void hak_span_free(hak_page_t *page);
+HAK_INTERNAL void hak_arena_purge_due(hak_arena_t *arena);
+HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
+HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
+HAK_INTERNAL bool  hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size);
+HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align, bool zero);
+HAK_INTERNAL bool  hak_giant_free(void *p);
+HAK_INTERNAL size_t hak_giant_usable_size(const void *p);
+HAK_INTERNAL void hak_segments_fork_prepare(void);
+HAK_INTERNAL void hak_segments_fork_parent(void);
+HAK_INTERNAL void hak_segments_fork_child(void);
+
+/* page.c */
+HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
+HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_publish(hak_page_t *page);
+HAK_INTERNAL void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL hak_block_t *hak_page_block_start(hak_page_t *page, const void *p);
+HAK_INTERNAL void hak_reclaim_init(void);
+HAK_INTERNAL void hak_reclaim_fork_prepare(void);
+HAK_INTERNAL void hak_reclaim_fork_parent(void);
+HAK_INTERNAL void hak_reclaim_fork_child(void);
+
+/* heap.c */
+HAK_INTERNAL void hak_heap_key_create(void);
+HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
+HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heaps_fork_prepare(void);
+HAK_INTERNAL void hak_heaps_fork_parent(void);
+HAK_INTERNAL void hak_heaps_fork_child(void);
+typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
+HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
+
+/* alloc.c / free.c */
+HAK_INTERNAL void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero);
+HAK_INTERNAL void  hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p);
+
+/* init.c */
+HAK_INTERNAL void hak_process_init(void);
+extern _Atomic int hak_init_state HAK_INTERNAL;   /* 0 none, 1 running, 2 done */
+
+/* options.c */
+HAK_INTERNAL void hak_options_init(void);
+HAK_INTERNAL void hak_message(const char *fmt, ...);
+HAK_INTERNAL void hak_verbose(const char *fmt, ...);
+HAK_INTERNAL void hak_format_fd(int fd, const char *fmt, ...);
+HAK_INTERNAL size_t hak_format(char *buf, size_t cap, const char *fmt, ...);
+HAK_INTERNAL HAK_NORETURN void hak_fatal(const char *fmt, ...);
+
+/* stats.c */
+HAK_INTERNAL void hak_stats_at_exit(void);
+HAK_INTERNAL void hak_stats_merge_exited(hak_heap_t *heap);
+extern _Atomic(int64_t) hak_stat_committed HAK_INTERNAL, hak_stat_committed_peak HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;
+HAK_INTERNAL void hak_stat_commit(int64_t delta);
+
+#endif

@@ -1,0 +1,104 @@
+/* OS primitives: aligned reservations, purging, time, randomness.
+ * Nothing here allocates from the heap. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+static void *os_map(void *hint, size_t size) {
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+/* Next address to try for an aligned mapping: most of the time the kernel
+ * grants the hint and one mmap suffices, instead of over-reserving and
+ * trimming (three system calls). */
+static _Atomic(uintptr_t) os_aligned_hint;
+
+/* Map `size` bytes aligned to `align` (a power of two ≥ the OS page). mmap
+ * only promises 4 KiB alignment, so on a miss we reserve size + align and
+ * unmap the ends. Returns NULL (errno ENOMEM) on failure. */
+void *hak_os_alloc_aligned(size_t size, size_t align) {
+  if (size > SIZE_MAX - align) { errno = ENOMEM; return NULL; }
+  uintptr_t hint = atomic_load_explicit(&os_aligned_hint, memory_order_relaxed);
+  if (hint != 0 && (hint & (align - 1)) == 0) {
+    void *p = os_map((void *)hint, size);
+    if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
+      atomic_store_explicit(&os_aligned_hint, (uintptr_t)p + hak_align_up(size, align), memory_order_relaxed);
+      return p;
+    }
+    if (p != NULL) munmap(p, size);
+  }
+  uint8_t *raw = os_map(NULL, size + align);
+  if (raw == NULL) { errno = ENOMEM; return NULL; }
+  uint8_t *p = (uint8_t *)hak_align_up((uintptr_t)raw, align);
+  size_t head = (size_t)(p - raw), tail = align - head;
+  if (head) munmap(raw, head);
+  if (tail) munmap(p + size, tail);
+  atomic_store_explicit(&os_aligned_hint, (uintptr_t)p + hak_align_up(size, align), memory_order_relaxed);
+  return p;
+}
+
+void hak_os_free(void *p, size_t size) {
+  if (munmap(p, size) != 0) hak_message("warning: munmap(%p, %zu) failed (errno %d)\n", p, size, errno);
+}
+
+/* Give the physical memory of a range back to the OS, keeping the range. */
+void hak_os_purge(void *p, size_t size) {
+  int advice = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE ? MADV_FREE : MADV_DONTNEED;
+  if (madvise(p, size, advice) != 0 && advice == MADV_FREE) madvise(p, size, MADV_DONTNEED);
+}
+
+/* Grow or shrink a mapping without moving it. */
+bool hak_os_resize_in_place(void *p, size_t old_size, size_t new_size) {
+  if (new_size == old_size) return true;
+  if (new_size < old_size) return munmap((uint8_t *)p + new_size, old_size - new_size) == 0;
+  void *q = mremap(p, old_size, new_size, 0);
+  return q != MAP_FAILED;
+}
+
+uint64_t hak_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t hak_random_u64(void) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    r = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&r ^ (uint64_t)getpid();
+  }
+  return r;
+}
+
+unsigned hak_cpu_count(void) {
+  cpu_set_t set;   /* sched_getaffinity, unlike sysconf, never allocates */
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  int n = CPU_COUNT(&set);
+  return n > 0 ? (unsigned)n : 1;
+}
+
+/* Resident set size in bytes, from /proc/self/statm (0 if unreadable). */
+size_t hak_process_rss(void) {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *s = buf;
+  while (*s && *s != ' ') s++;          /* skip total size */
+  size_t pages = 0;
+  while (*s == ' ') s++;
+  while (*s >= '0' && *s <= '9') pages = pages * 10 + (size_t)(*s++ - '0');
+  return pages * (size_t)HAK_OS_PAGE;
+}

@@ -1,0 +1,288 @@
+/* Pages: a span holding blocks of one size class.
+ *
+ * A page has three free lists (sharded, as in mimalloc):
+ *   free         blocks to allocate from (owner only)
+ *   local_free   blocks the owner freed (owner only, no atomics)
+ *   xthread_free blocks other threads freed (lock-free push, owner takes all)
+ * When `free` runs dry the owner collects the other two into it.
+ *
+ * Ownership moves between threads without locks (see LESSONS.md §4-8):
+ * a page its owner finds full is given up (state ABANDONED, no owner). The
+ * first remote free into it flips it to PUBLISHED and pushes it on its size
+ * class's reclaim queue; a thread that needs a page of that class pulls it
+ * from there, adopts it and allocates from it at once. So freed memory is
+ * reused by threads that allocate, never parked with an owner that has
+ * stopped. Thread exit gives up every page the same way. */
+#include <string.h>
+#include "internal.h"
+
+hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
+
+/* Blocks carved from a page's unused area per extension: enough to amortise
+ * the slow path, few enough not to touch memory the program may never use. */
+#define HAK_EXTEND_BYTES (16 * 1024)
+
+size_t hak_page_slices_for(size_t block_size) {
+  if (block_size <= 8 * 1024) return 1;
+  size_t n = (8 * block_size + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;   /* ~8 blocks */
+  return n > HAK_PAGE_MAX_SLICES ? HAK_PAGE_MAX_SLICES : n;
+}
+
+/* ------------------------------------------------------------ queues */
+
+void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first) q->first->prev = page; else q->last = page;
+  q->first = page;
+  hak_heap_update_direct(heap, page->bin);
+}
+
+static void queue_push_back(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  if (q->first == NULL) { hak_page_queue_push_front(heap, page); return; }
+  page->next = NULL;
+  page->prev = q->last;
+  q->last->next = page;
+  q->last = page;
+}
+
+void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  bool was_first = q->first == page;
+  if (page->prev) page->prev->next = page->next; else q->first = page->next;
+  if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+  page->next = page->prev = NULL;
+  if (was_first) hak_heap_update_direct(heap, page->bin);
+}
+
+/* ------------------------------------------------------------ free lists */
+
+static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
+  size_t bs = hak_bin_size(bin);
+  page->free = NULL;
+  page->local_free = NULL;
+  page->used = 0;
+  page->capacity = 0;
+  page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
+  page->flags = 0;
+  page->bin = (uint8_t)bin;
+  page->block_size = bs;
+  page->start = hak_page_area(page);
+  page->reclaim_next = NULL;
+  atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
+  atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
+  atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
+}
+
+/* Carve more blocks from the page's never-used area onto its free list. */
+static void page_extend(hak_page_t *page) {
+  size_t bs = page->block_size;
+  size_t n = (size_t)(page->reserved - page->capacity);
+  size_t most = HAK_EXTEND_BYTES / bs;
+  if (most == 0) most = 1;
+  if (n > most) n = most;
+  uint8_t *first = page->start + (size_t)page->capacity * bs;
+  uint8_t *p = first;
+  for (size_t i = 1; i < n; i++, p += bs) ((hak_block_t *)p)->next = (hak_block_t *)(p + bs);
+  ((hak_block_t *)p)->next = page->free;
+  page->free = (hak_block_t *)first;
+  page->capacity = (uint16_t)(page->capacity + n);
+}
+
+/* Move a list taken from xthread_free onto local_free, and stop counting
+ * its blocks as used. */
+static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
+  hak_block_t *list = (hak_block_t *)(xfree & ~(uintptr_t)HAK_XSTATE_MASK);
+  if (list == NULL) return;
+  size_t count = 1;
+  hak_block_t *tail = list;
+  while (tail->next != NULL) { tail = tail->next; count++; }
+  if (count > page->used) hak_fatal("heap corruption: %zu remote frees in a page with %u blocks in use", count, (unsigned)page->used);
+  tail->next = page->local_free;
+  page->local_free = list;
+  page->used = (uint16_t)(page->used - count);
+}
+
+/* Gather the blocks freed since `free` was filled. Owner only. */
+static void page_collect(hak_page_t *page) {
+  if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
+    page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
+  if (page->free == NULL) {
+    page->free = page->local_free;
+    page->local_free = NULL;
+  }
+}
+
+hak_block_t *hak_page_block_start(hak_page_t *page, const void *p) {
+  size_t offset = (size_t)((const uint8_t *)p - page->start);
+  return (hak_block_t *)(page->start + offset - offset % page->block_size);
+}
+
+/* ------------------------------------------------------------ reclaim queues */
+
+/* Pages given up with free blocks in them, per size class. Publishers (any
+ * thread, on the free path) push lock-free; poppers (threads allocating in
+ * the slow path) are serialised by `lock`, and take the whole pushed stack
+ * at once, so there is no ABA. Pages are handed out oldest first, when
+ * they have gathered the most remote frees. */
+typedef struct reclaim_s {
+  _Atomic(hak_page_t *) pushed;          /* newest first */
+  pthread_mutex_t lock;
+  hak_page_t *queued;                    /* oldest first (lock) */
+  _Atomic(bool) has_queued;
+} reclaim_t;
+
+static reclaim_t reclaims[HAK_BINS];
+
+void hak_page_publish(hak_page_t *page) {
+  reclaim_t *r = &reclaims[page->bin];
+  hak_page_t *head = atomic_load_explicit(&r->pushed, memory_order_relaxed);
+  do {
+    page->reclaim_next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
+}
+
+static hak_page_t *reclaim_pop(size_t bin) {
+  reclaim_t *r = &reclaims[bin];
+  if (atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL &&
+      !atomic_load_explicit(&r->has_queued, memory_order_relaxed))
+    return NULL;
+  pthread_mutex_lock(&r->lock);
+  if (r->queued == NULL) {
+    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
+    while (list != NULL) {               /* reverse: oldest first */
+      hak_page_t *next = list->reclaim_next;
+      list->reclaim_next = r->queued;
+      r->queued = list;
+      list = next;
+    }
+  }
+  hak_page_t *page = r->queued;
+  if (page != NULL) r->queued = page->reclaim_next;
+  atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
+  pthread_mutex_unlock(&r->lock);
+  return page;
+}
+
+void hak_reclaim_init(void) {
+  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_init(&reclaims[i].lock, NULL);
+}
+
+void hak_reclaim_fork_prepare(void) {
+  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_lock(&reclaims[i].lock);
+}
+void hak_reclaim_fork_parent(void) {
+  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_unlock(&reclaims[i].lock);
+}
+void hak_reclaim_fork_child(void) {
+  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_init(&reclaims[i].lock, NULL);
+}
+
+/* ------------------------------------------------------------ ownership */
+
+static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
+  atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+  heap->stats[page->bin].free_pages++;
+  hak_span_free(page);
+}
+
+/* Give up a page (caller removed it from its queue). With free blocks in it,
+ * it is published for adoption now; full, it waits for its first remote free
+ * to be published. `last_owner` may take it back on free (NULL at exit). */
+static void page_abandon(hak_page_t *page, hak_heap_t *last_owner) {
+  bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
+  atomic_store_explicit(&page->abandoned_by, last_owner, memory_order_relaxed);
+  atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
+  do {
+    bool publish = has_room || (old & ~(uintptr_t)HAK_XSTATE_MASK) != 0;
+    state = publish ? HAK_XSTATE_PUBLISHED : HAK_XSTATE_ABANDONED;
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
+                                                  (old & ~(uintptr_t)HAK_XSTATE_MASK) | state,
+                                                  memory_order_release, memory_order_relaxed));
+  if (state == HAK_XSTATE_PUBLISHED) hak_page_publish(page);
+}
+
+void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_remove(heap, page);
+  page_collect(page);
+  if (page->used == 0) { page_free_span(heap, page); return; }
+  heap->stats[page->bin].abandoned_pages++;
+  page_abandon(page, NULL);
+}
+
+/* Become the owner of a page popped from a reclaim queue. */
+static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
+  atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
+  atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
+  page_take_remote(page, xfree);
+  if (page->free == NULL) { page->free = page->local_free; page->local_free = NULL; }
+  heap->stats[page->bin].reclaimed_pages++;
+}
+
+/* The last owner of a full page frees into it: take it back (if nobody has
+ * published it meanwhile), so that its further frees are local again. */
+bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  while ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) {
+    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, HAK_XSTATE_ACTIVE,
+                                              memory_order_acquire, memory_order_relaxed)) {
+      atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
+      atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
+      page_take_remote(page, old);
+      queue_push_back(heap, page);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* A page of `bin` whose free list is not empty, owned by `heap`, first in
+ * its queue. Slow path of malloc: own pages first, then pages others gave
+ * up, then a fresh span. NULL when out of memory. */
+hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
+  hak_page_queue_t *q = &heap->queues[bin];
+  hak_page_t *page = q->first;
+  while (page != NULL) {
+    hak_page_t *next = page->next;
+    page_collect(page);
+    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
+    if (page->free != NULL) {
+      if (page != q->first) { hak_page_queue_remove(heap, page); hak_page_queue_push_front(heap, page); }
+      return page;
+    }
+    /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
+    hak_page_queue_remove(heap, page);
+    heap->stats[bin].abandoned_pages++;
+    page_abandon(page, heap);
+    page = next;
+  }
+
+  while ((page = reclaim_pop(bin)) != NULL) {
+    page_adopt(heap, page);
+    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
+    if (page->free != NULL) { hak_page_queue_push_front(heap, page); return page; }
+    page_abandon(page, heap);   /* raced to full again: rare */
+  }
+
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)));
+  if (page == NULL) return NULL;
+  page_init(heap, page, bin);
+  page_extend(page);
+  hak_page_queue_push_front(heap, page);
+  heap->stats[bin].alloc_pages++;
+  return page;
+}
+
+/* All blocks of an owned page are free again. Keep the only page of a small
+ * class (freeing it and taking it back on the next malloc would thrash);
+ * return any other to the arena. */
+void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  if (q->first == page && q->last == page && page->slice_count == 1) return;
+  hak_page_queue_remove(heap, page);
+  page_free_span(heap, page);
+}

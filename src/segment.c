@@ -1,0 +1,358 @@
+/* Segments and arenas.
+ *
+ * A NORMAL segment is HAK_SEGMENT_SIZE bytes at a HAK_SEGMENT_SIZE-aligned
+ * address: a header (with one page descriptor per slice) followed by slices
+ * of HAK_SLICE_SIZE. An arena carves its segments into spans of slices for
+ * pages, and takes them back, coalescing free neighbours. Free spans keep
+ * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
+ * so bursts reuse resident memory without system calls; a fully free segment
+ * beyond one per arena is unmapped.
+ *
+ * A HUGE segment holds one block larger than the largest size class. Blocks
+ * whose alignment is too large for a segment to hold (HAK_HUGE_ALIGN_MAX)
+ * are "giant": mapped on their own and found through a short list. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include "internal.h"
+
+_Atomic(uint8_t) hak_segment_map[HAK_SEGMENT_MAP_SIZE];
+
+static hak_arena_t arenas[HAK_ARENAS_MAX];
+static unsigned arena_count = 1;
+static _Atomic unsigned arena_next;
+
+static void segment_map_set(hak_segment_t *seg, uint8_t v) {
+  size_t i = ((uintptr_t)seg >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
+  atomic_store_explicit(&hak_segment_map[i], v, memory_order_release);
+}
+
+static void arena_lock_init(hak_arena_t *a) { pthread_mutex_init(&a->lock, NULL); }
+
+void hak_arenas_init(void) {
+  long n = hak_option(HAK_OPT_ARENAS);
+  if (n <= 0) n = (long)hak_cpu_count();
+  arena_count = n > HAK_ARENAS_MAX ? HAK_ARENAS_MAX : (unsigned)n;
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) arena_lock_init(&arenas[i]);
+}
+
+unsigned hak_arena_count(void) { return arena_count; }
+
+hak_arena_t *hak_arena_for_new_heap(void) {
+  unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed);
+  return &arenas[i % arena_count];
+}
+
+/* ------------------------------------------------------------ free spans */
+
+/* Free spans are binned by slice count: exact up to 8, then two bins per
+ * power of two. A bin may hold spans smaller than a request of its range;
+ * every higher bin holds only larger spans. */
+static size_t span_bin(size_t n) {
+  if (n <= 8) return n - 1;
+  unsigned b = 63u - (unsigned)__builtin_clzl(n);
+  return 8 + (b - 3) * 2 + ((n >> (b - 1)) & 1);
+}
+
+static hak_page_t *span_last(hak_page_t *first) { return first + first->slice_count - 1; }
+
+static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, bool dirty, uint64_t purge_at) {
+  span->span_kind = HAK_SPAN_FREE;
+  span->slice_count = (uint32_t)n;
+  span->slice_offset = 0;
+  span->dirty = dirty;
+  span->purge_at = purge_at;
+  span->block_size = 0;
+  atomic_store_explicit(&span->heap, NULL, memory_order_relaxed);
+  span_last(span)->slice_offset = (uint32_t)(n - 1);
+  size_t b = span_bin(n);
+  span->prev = NULL;
+  span->next = a->spans[b];
+  if (span->next) span->next->prev = span;
+  a->spans[b] = span;
+  uint64_t due = a->next_purge;
+  if (dirty && (due == 0 || purge_at < due)) __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
+}
+
+static void span_remove(hak_arena_t *a, hak_page_t *span) {
+  size_t b = span_bin(span->slice_count);
+  if (span->prev) span->prev->next = span->next; else a->spans[b] = span->next;
+  if (span->next) span->next->prev = span->prev;
+  span->next = span->prev = NULL;
+}
+
+static void span_purge(hak_page_t *span) {
+  hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE);
+  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->slice_count * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
+  span->dirty = 0;
+}
+
+/* Purge the dirty free spans whose delay has run out (all of them if
+ * `force`). Caller holds the arena lock. */
+static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
+  uint64_t next = 0;
+  for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
+    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
+      if (!s->dirty) continue;
+      if (force || s->purge_at <= now) span_purge(s);
+      else if (next == 0 || s->purge_at < next) next = s->purge_at;
+    }
+  }
+  __atomic_store_n(&a->next_purge, next, __ATOMIC_RELAXED);
+}
+
+void hak_arena_purge_due(hak_arena_t *a) {
+  if (hak_option(HAK_OPT_PURGE_DELAY) < 0) return;
+  uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
+  if (due == 0 || hak_clock_ms() < due) return;
+  if (pthread_mutex_trylock(&a->lock) != 0) return;   /* someone else is in there */
+  arena_purge(a, hak_clock_ms(), false);
+  pthread_mutex_unlock(&a->lock);
+}
+
+/* Return every free span's memory to the OS now (malloc_trim). */
+void hak_collect(void) {
+  for (unsigned i = 0; i < arena_count; i++) {
+    pthread_mutex_lock(&arenas[i].lock);
+    arena_purge(&arenas[i], hak_clock_ms(), true);
+    pthread_mutex_unlock(&arenas[i].lock);
+  }
+}
+
+/* ------------------------------------------------------------ segments */
+
+static void segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a) {
+  seg->cookie = (uintptr_t)seg ^ hak_tag_secret;
+  seg->size = size;
+  seg->kind = kind;
+  seg->arena = a;
+}
+
+static hak_segment_t *segment_new(hak_arena_t *a) {
+  hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
+  if (seg == NULL) return NULL;
+  segment_init_header(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_NORMAL, a);
+  for (size_t i = 0; i < HAK_META_SLICES; i++) {
+    seg->pages[i].span_kind = HAK_SPAN_META;
+    seg->pages[i].slice_offset = (uint32_t)i;
+  }
+  seg->pages[0].slice_count = HAK_META_SLICES;
+  seg->next = a->segments;
+  seg->prev = NULL;
+  if (seg->next) seg->next->prev = seg;
+  a->segments = seg;
+  a->segment_count++;
+  a->empty_segments++;
+  span_insert(a, &seg->pages[HAK_META_SLICES], HAK_SLICES - HAK_META_SLICES, false, 0);
+  atomic_fetch_add_explicit(&hak_stat_segments, 1, memory_order_relaxed);
+  hak_stat_commit((int64_t)HAK_META_SIZE);
+  segment_map_set(seg, 1);
+  return seg;
+}
+
+static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
+  hak_page_t *span = &seg->pages[HAK_META_SLICES];
+  span_remove(a, span);
+  if (seg->prev) seg->prev->next = seg->next; else a->segments = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  a->segment_count--;
+  a->empty_segments--;
+  segment_map_set(seg, 0);
+  atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
+  hak_stat_commit(-(int64_t)HAK_META_SIZE);
+  hak_os_free(seg, HAK_SEGMENT_SIZE);
+}
+
+/* ------------------------------------------------------------ spans */
+
+static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
+  for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
+    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next)
+      if (s->slice_count >= n) return s;
+  return NULL;
+}
+
+/* Take a span of `slices` slices for a page. Returns its first descriptor,
+ * with slice_count, slice_offset and span_kind set, or NULL (ENOMEM). */
+hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices) {
+  pthread_mutex_lock(&a->lock);
+  hak_page_t *span = arena_find_span(a, slices);
+  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices);
+  if (span == NULL) { pthread_mutex_unlock(&a->lock); errno = ENOMEM; return NULL; }
+
+  span_remove(a, span);
+  size_t have = span->slice_count;
+  if (have > slices)
+    span_insert(a, span + slices, have - slices, span->dirty, span->purge_at);
+  hak_segment_t *seg = hak_segment_of(span);
+  if (seg->used_slices == 0) a->empty_segments--;
+  seg->used_slices += (uint32_t)slices;
+  for (size_t i = 0; i < slices; i++) span[i].slice_offset = (uint32_t)i;
+  span->slice_count = (uint32_t)slices;
+  span->span_kind = HAK_SPAN_PAGE;
+  pthread_mutex_unlock(&a->lock);
+  hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
+  return span;
+}
+
+/* Return a page's span to its segment's arena, merging it with free
+ * neighbours. A segment left fully free is kept (one per arena) or unmapped. */
+void hak_span_free(hak_page_t *span) {
+  hak_segment_t *seg = hak_segment_of(span);
+  hak_arena_t *a = seg->arena;
+  size_t n = span->slice_count;
+  hak_stat_commit(-(int64_t)(n * HAK_SLICE_SIZE));
+  long delay = hak_option(HAK_OPT_PURGE_DELAY);
+  uint64_t now = hak_clock_ms();
+
+  pthread_mutex_lock(&a->lock);
+  seg->used_slices -= (uint32_t)n;
+  hak_page_t *end = span + n;
+  if (end < seg->pages + HAK_SLICES && end->span_kind == HAK_SPAN_FREE) {
+    span_remove(a, end);
+    n += end->slice_count;
+  }
+  hak_page_t *before = span - 1;
+  before -= before->slice_offset;
+  if (before->span_kind == HAK_SPAN_FREE) {
+    span_remove(a, before);
+    n += before->slice_count;
+    span = before;
+  }
+  span_insert(a, span, n, true, delay > 0 ? now + (uint64_t)delay : now);
+
+  if (seg->used_slices == 0 && ++a->empty_segments > 1) segment_release(a, seg);
+  else if (delay == 0) span_purge(span);
+  if (delay > 0 && a->next_purge != 0 && a->next_purge <= now) arena_purge(a, now, false);
+  pthread_mutex_unlock(&a->lock);
+}
+
+/* ------------------------------------------------------------ huge blocks */
+
+void *hak_huge_alloc(size_t size, size_t align, bool zero) {
+  (void)zero;   /* a fresh mapping is zero */
+  if (align > HAK_HUGE_ALIGN_MAX) return hak_giant_alloc(size, align, zero);
+  if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+  size_t offset = hak_align_up(HAK_META_SIZE, align > HAK_OS_PAGE ? align : HAK_OS_PAGE);
+  size_t total = hak_align_up(offset + size, HAK_OS_PAGE);
+  hak_segment_t *seg = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
+  if (seg == NULL) return NULL;
+  segment_init_header(seg, total, HAK_SEGMENT_HUGE, NULL);
+  hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
+  page->span_kind = HAK_SPAN_HUGE;
+  page->slice_count = 1;
+  page->start = (uint8_t *)seg + offset;
+  page->block_size = total - offset;
+  page->used = 1;
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
+  hak_stat_commit((int64_t)total);
+  segment_map_set(seg, 1);
+  return page->start;
+}
+
+void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
+  if ((uint8_t *)p != page->start) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
+  segment_map_set(seg, 0);
+  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)seg->size, memory_order_relaxed);
+  hak_stat_commit(-(int64_t)seg->size);
+  hak_os_free(seg, seg->size);
+}
+
+/* Resize a huge block where it lies: shrink by unmapping the tail, grow if
+ * the address space after it is free. The header never moves. */
+bool hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
+  size_t offset = (size_t)(page->start - (uint8_t *)seg);
+  if (new_size > HAK_MAX_REQUEST) return false;
+  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);
+  if (!hak_os_resize_in_place(seg, seg->size, total)) return false;
+  int64_t delta = (int64_t)total - (int64_t)seg->size;
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
+  hak_stat_commit(delta);
+  seg->size = total;
+  page->block_size = total - offset;
+  return true;
+}
+
+/* ------------------------------------------------------------ giant blocks */
+
+/* A block aligned beyond what a segment can hold: its descriptor lives in
+ * the OS page just before it, listed under giant_lock. Rare by nature. */
+typedef struct giant_s {
+  struct giant_s *next;
+  void *base;
+  size_t mapped;
+  uint8_t *block;
+  size_t size;
+} giant_t;
+
+static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
+static giant_t *giants;
+
+void *hak_giant_alloc(size_t size, size_t align, bool zero) {
+  (void)zero;
+  if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
+  size_t mapped = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
+  uint8_t *base = hak_os_alloc_aligned(mapped, HAK_OS_PAGE);
+  if (base == NULL) return NULL;
+  uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
+  giant_t *g = (giant_t *)(block - HAK_OS_PAGE);
+  g->base = base; g->mapped = mapped; g->block = block; g->size = size;
+  pthread_mutex_lock(&giant_lock);
+  g->next = giants;
+  giants = g;
+  pthread_mutex_unlock(&giant_lock);
+  hak_stat_commit((int64_t)mapped);
+  return block;
+}
+
+static giant_t **giant_find(const void *p) {
+  for (giant_t **g = &giants; *g != NULL; g = &(*g)->next)
+    if ((*g)->block == p) return g;
+  return NULL;
+}
+
+bool hak_giant_free(void *p) {
+  pthread_mutex_lock(&giant_lock);
+  giant_t **link = giant_find(p);
+  giant_t *g = link ? *link : NULL;
+  if (g) *link = g->next;
+  pthread_mutex_unlock(&giant_lock);
+  if (g == NULL) return false;
+  hak_stat_commit(-(int64_t)g->mapped);
+  hak_os_free(g->base, g->mapped);
+  return true;
+}
+
+size_t hak_giant_usable_size(const void *p) {
+  pthread_mutex_lock(&giant_lock);
+  giant_t **link = giant_find(p);
+  size_t n = link ? (size_t)((uint8_t *)(*link)->base + (*link)->mapped - (*link)->block) : 0;
+  pthread_mutex_unlock(&giant_lock);
+  return n;
+}
+
+/* ------------------------------------------------------------ fork */
+
+void hak_segments_fork_prepare(void) {
+  pthread_mutex_lock(&giant_lock);
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) pthread_mutex_lock(&arenas[i].lock);
+}
+
+void hak_segments_fork_parent(void) {
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) pthread_mutex_unlock(&arenas[i].lock);
+  pthread_mutex_unlock(&giant_lock);
+}
+
+void hak_segments_fork_child(void) {
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) arena_lock_init(&arenas[i]);
+  pthread_mutex_init(&giant_lock, NULL);
+}
+
+#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
+int malloc_trim(size_t pad) __attribute__((visibility("default")));
+int malloc_trim(size_t pad) {
+  (void)pad;
+  hak_collect();
+  return 1;
+}
+#endif
