@@ -76,7 +76,10 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       uint8_t *q = (uint8_t *)hak_align_up((uintptr_t)p, align);
       /* The page is ours (we just allocated from it): from now on its frees
        * take the generic path, which maps interior pointers to blocks. */
-      if (q != p) hak_page_of(hak_segment_of(p), p)->flags |= HAK_PAGE_HAS_ALIGNED;
+      if (q != p) {
+        hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+        atomic_store_explicit(&page->owner, hak_page_owner(page) | HAK_OWNER_ALIGNED, memory_order_relaxed);
+      }
       if (zero) memset(q, 0, size);
       return q;
     }
@@ -124,15 +127,15 @@ size_t hak_malloc_usable_size(const void *p) {
     if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
     return n;
   }
-  hak_page_t *page = hak_page_of(hak_segment_of(p), p);
-  const uint8_t *end;
-  if (page->span_kind == HAK_SPAN_HUGE && (const uint8_t *)p == page->start)
-    end = page->start + page->block_size;
-  else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= page->start)
-    end = (const uint8_t *)hak_page_block_start(page, p) + page->block_size;
-  else
-    hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
-  return (size_t)(end - (const uint8_t *)p);
+  hak_segment_t *seg = hak_segment_of(p);
+  hak_page_t *page = hak_page_of(seg, p);
+  size_t n = 0;
+  if (page->span_kind == HAK_SPAN_HUGE)
+    n = hak_huge_usable_size(seg, page, p);
+  else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= hak_page_area(page))
+    n = (size_t)((const uint8_t *)hak_page_block_start(page, p) + page->block_size - (const uint8_t *)p);
+  if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
+  return n;
 }
 
 void *hak_realloc(void *p, size_t size) {

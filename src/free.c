@@ -53,15 +53,20 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
 
 void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p) {
   if (page->span_kind == HAK_SPAN_HUGE) { hak_huge_free(seg, page, p); return; }
-  if (page->span_kind != HAK_SPAN_PAGE || (uint8_t *)p < page->start) report_foreign(p);
+  uint8_t *area = hak_page_area(page);
+  if (page->span_kind != HAK_SPAN_PAGE || (uint8_t *)p < area ||
+      (uint8_t *)p >= area + ((size_t)page->slice_count << HAK_SLICE_SHIFT))
+    report_foreign(p);
   hak_block_t *b = hak_page_block_start(page, p);
   /* An interior pointer is only valid on a page that handed out aligned
-   * blocks; the owner set that flag before the block left its hands. */
-  if ((void *)b != p && !(page->flags & HAK_PAGE_HAS_ALIGNED)) report_foreign(p);
+   * blocks; the owner set that bit before the block left its hands. */
+  uintptr_t owner = hak_page_owner(page);
+  if ((void *)b != p && !(owner & HAK_OWNER_ALIGNED)) report_foreign(p);
 
-  if (atomic_load_explicit(&page->heap, memory_order_relaxed) == heap) {
+  uintptr_t mine = (uintptr_t)heap;
+  if ((owner & ~(uintptr_t)HAK_OWNER_ALIGNED) == mine) {
     free_local(heap, page, b);
-  } else if (atomic_load_explicit(&page->abandoned_by, memory_order_relaxed) == heap &&
+  } else if ((owner & ~(uintptr_t)HAK_OWNER_ALIGNED) == (mine | HAK_OWNER_ABANDONED) &&
              heap != &hak_heap_empty && hak_page_try_readopt(heap, page)) {
     free_local(heap, page, b);   /* our own full page: take it back */
   } else {
@@ -69,15 +74,18 @@ void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, vo
   }
 }
 
+/* NULL, a giant block, or a pointer that is not ours. */
+static HAK_NOINLINE void free_unmapped(void *p) {
+  if (p == NULL || hak_giant_free(p)) return;
+  report_foreign(p);
+}
+
 void hak_free(void *p) {
-  if (hak_unlikely(!hak_segment_is_mapped(p))) {
-    if (p == NULL || hak_giant_free(p)) return;
-    report_foreign(p);
-  }
+  if (hak_unlikely(!hak_segment_is_mapped(p))) { free_unmapped(p); return; }
   hak_segment_t *seg = hak_segment_of(p);
   hak_page_t *page = hak_page_of(seg, p);
   hak_heap_t *heap = hak_heap_get();
-  if (hak_likely(atomic_load_explicit(&page->heap, memory_order_relaxed) == heap && page->flags == 0)) {
+  if (hak_likely(hak_page_owner(page) == (uintptr_t)heap)) {
     free_local(heap, page, (hak_block_t *)p);
     return;
   }

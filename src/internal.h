@@ -97,57 +97,64 @@ enum {
 
 enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_HUGE, HAK_SPAN_META };
 
-enum { HAK_PAGE_HAS_ALIGNED = 1 };   /* some block was returned at an interior aligned address */
+/* Low bits of page->owner (heaps are page-aligned, so the bits are free). */
+enum {
+  HAK_OWNER_ALIGNED   = 1,  /* some block went out at an interior aligned address */
+  HAK_OWNER_ABANDONED = 2,  /* not owned; the heap bits name the last owner, who may take it back */
+  HAK_OWNER_BITS      = 3,
+};
 
-/* A page descriptor. One exists for every slice of a segment; the descriptor
- * of a span's first slice describes the span, the others only point back to
- * it (slice_offset).
+/* A page descriptor: one per slice of a segment, describing the span that
+ * starts at that slice (the descriptors of a span's other slices are unused).
+ * Exactly one cache line.
  *
  * Invariants:
- * - Owner-only fields (free, local_free, used, capacity, flags) are touched
- *   only by the heap that owns the page (heap != NULL), or by the thread that
- *   took ownership through xthread_free (adoption), never concurrently.
+ * - page->owner == (uintptr_t)heap exactly when `heap` owns the page and the
+ *   page has no aligned blocks: the one compare of the free fast path.
+ * - Owner-only fields (free, local_free, used, capacity) are touched only by
+ *   the owning heap's thread, or by the thread that took ownership through
+ *   xthread_free (adoption), never concurrently. `owner` is written only by
+ *   the owner (or adopter) and read by anyone.
  * - used counts blocks handed out and not yet back on free/local_free:
  *   blocks sitting in xthread_free still count until the owner collects them.
  *   So used == 0 means no live block, and no remote free can still arrive.
  * - An owned page has state ACTIVE. Only the owner moves it to ABANDONED or
  *   PUBLISHED (giving ownership up); only a popper of the reclaim queue, or
  *   the last owner re-adopting on free, moves it back to ACTIVE.
- * - Span fields (slice_count, slice_offset, span_kind, dirty, purge_at) and
- *   the next/prev links of free spans are guarded by the segment's arena lock.
- * - Hot fields of both paths share the first cache line. */
+ * - Span fields (slice_count, span_kind, dirty, purge_at) and the links of
+ *   free spans are guarded by the segment's arena lock. */
 typedef struct hak_page_s {
-  hak_block_t *free;                     /* blocks ready to allocate */
+  union {
+    hak_block_t *free;                   /* page: blocks ready to allocate */
+    uint64_t purge_at;                   /* free span: ms when it is purged */
+  };
+  hak_block_t *local_free;               /* blocks freed by the owner */
+  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads | state */
+  _Atomic(uintptr_t) owner;              /* owning heap | HAK_OWNER_* */
+  struct hak_page_s *next, *prev;        /* heap queue, reclaim queue (next), or free-span list */
+  uint32_t block_size;                   /* pages only; a huge block's size is in its segment */
   uint16_t used;
   uint16_t capacity;                     /* blocks carved so far */
   uint16_t reserved;                     /* blocks that fit the page */
-  uint8_t flags;
+  uint16_t slice_count;
   uint8_t bin;
-  hak_block_t *local_free;               /* blocks freed by the owner */
-  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads | state */
-  _Atomic(struct hak_heap_s *) heap;     /* owner, NULL when not owned */
-  size_t block_size;
-  uint8_t *start;                        /* first block */
-  struct hak_page_s *next, *prev;        /* heap queue, or arena free-span list */
-  /* -- colder -- */
-  struct hak_page_s *reclaim_next;       /* link in a reclaim queue */
-  _Atomic(struct hak_heap_s *) abandoned_by;  /* last owner, who may re-adopt on free */
-  uint32_t slice_count;                  /* slices in the span (first slice only) */
-  uint32_t slice_offset;                 /* this slice's distance to the span's first */
   uint8_t span_kind;
   uint8_t dirty;                         /* free span may hold resident memory */
-  uint64_t purge_at;                     /* ms: when a dirty free span is purged */
 } __attribute__((aligned(64))) hak_page_t;
+
+_Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
 
 /* ---------------------------------------------------------------- segments */
 
 enum { HAK_SEGMENT_NORMAL = 0, HAK_SEGMENT_HUGE = 1 };
 
 /* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
- * header by masking. NORMAL segments hold HAK_SLICES slices, the first
- * HAK_META_SLICES of which hold this header. HUGE segments hold one block
- * (possibly much larger than HAK_SEGMENT_SIZE) whose start lies in the first
- * HAK_SEGMENT_SIZE, described by the descriptor of the slice it starts in. */
+ * header by masking, and its slice's descriptor through slice_page.
+ * NORMAL segments hold HAK_SLICES slices, the first HAK_META_SLICES of which
+ * hold this header. HUGE segments hold one block (possibly much larger than
+ * HAK_SEGMENT_SIZE) whose start lies in the first HAK_SEGMENT_SIZE.
+ * Invariant: slice_page[i] is the descriptor of the span (free, page, huge
+ * or meta) holding slice i, for every slice of the segment. */
 typedef struct hak_segment_s {
   uintptr_t cookie;                      /* address ^ secret: a sanity check */
   size_t size;                           /* bytes mapped */
@@ -155,6 +162,7 @@ typedef struct hak_segment_s {
   struct hak_segment_s *next, *prev;     /* arena's segment list */
   uint32_t used_slices;                  /* slices in pages (NORMAL) */
   uint8_t kind;
+  hak_page_t *slice_page[HAK_SLICES];
   hak_page_t pages[HAK_SLICES];
 } hak_segment_t;
 
@@ -175,12 +183,14 @@ static inline bool hak_segment_is_mapped(const void *p) {
   return atomic_load_explicit(&hak_segment_map[i], memory_order_relaxed) != 0;
 }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
-  hak_page_t *slice = &seg->pages[((uintptr_t)p - (uintptr_t)seg) >> HAK_SLICE_SHIFT];
-  return slice - slice->slice_offset;
+  return seg->slice_page[((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1)];
 }
-static inline uint8_t *hak_page_area(hak_page_t *page) {   /* first byte of the span */
+static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte of the span */
   hak_segment_t *seg = hak_segment_of(page);
   return (uint8_t *)seg + ((size_t)(page - seg->pages) << HAK_SLICE_SHIFT);
+}
+static inline uintptr_t hak_page_owner(const hak_page_t *page) {
+  return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- arenas */
@@ -210,7 +220,7 @@ typedef struct hak_bin_stats_s {
 } hak_bin_stats_t;
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
- * a forked child. Pages in its queues are owned by it (page->heap == heap);
+ * a forked child. Pages in its queues are owned by it (page->owner names it);
  * full pages are not in any queue: they were given up (ABANDONED). */
 typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* (size+15)/16 -> first page of its bin */
@@ -261,6 +271,7 @@ HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void hak_arena_purge_due(hak_arena_t *arena);
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
+HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
 HAK_INTERNAL bool  hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size);
 HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL bool  hak_giant_free(void *p);

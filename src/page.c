@@ -66,14 +66,10 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->used = 0;
   page->capacity = 0;
   page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
-  page->flags = 0;
   page->bin = (uint8_t)bin;
-  page->block_size = bs;
-  page->start = hak_page_area(page);
-  page->reclaim_next = NULL;
+  page->block_size = (uint32_t)bs;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
-  atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
-  atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
 }
 
 /* Carve more blocks from the page's never-used area onto its free list. */
@@ -83,7 +79,7 @@ static void page_extend(hak_page_t *page) {
   size_t most = HAK_EXTEND_BYTES / bs;
   if (most == 0) most = 1;
   if (n > most) n = most;
-  uint8_t *first = page->start + (size_t)page->capacity * bs;
+  uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
   uint8_t *p = first;
   for (size_t i = 1; i < n; i++, p += bs) ((hak_block_t *)p)->next = (hak_block_t *)(p + bs);
   ((hak_block_t *)p)->next = page->free;
@@ -116,8 +112,9 @@ static void page_collect(hak_page_t *page) {
 }
 
 hak_block_t *hak_page_block_start(hak_page_t *page, const void *p) {
-  size_t offset = (size_t)((const uint8_t *)p - page->start);
-  return (hak_block_t *)(page->start + offset - offset % page->block_size);
+  uint8_t *start = hak_page_area(page);
+  size_t offset = (size_t)((const uint8_t *)p - start);
+  return (hak_block_t *)(start + offset - offset % page->block_size);
 }
 
 /* ------------------------------------------------------------ reclaim queues */
@@ -140,7 +137,7 @@ void hak_page_publish(hak_page_t *page) {
   reclaim_t *r = &reclaims[page->bin];
   hak_page_t *head = atomic_load_explicit(&r->pushed, memory_order_relaxed);
   do {
-    page->reclaim_next = head;
+    page->next = head;
   } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
 }
 
@@ -153,14 +150,14 @@ static hak_page_t *reclaim_pop(size_t bin) {
   if (r->queued == NULL) {
     hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
     while (list != NULL) {               /* reverse: oldest first */
-      hak_page_t *next = list->reclaim_next;
-      list->reclaim_next = r->queued;
+      hak_page_t *next = list->next;
+      list->next = r->queued;
       r->queued = list;
       list = next;
     }
   }
   hak_page_t *page = r->queued;
-  if (page != NULL) r->queued = page->reclaim_next;
+  if (page != NULL) r->queued = page->next;
   atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
   pthread_mutex_unlock(&r->lock);
   return page;
@@ -183,7 +180,7 @@ void hak_reclaim_fork_child(void) {
 /* ------------------------------------------------------------ ownership */
 
 static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
-  atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
   heap->stats[page->bin].free_pages++;
   hak_span_free(page);
 }
@@ -193,8 +190,8 @@ static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
  * to be published. `last_owner` may take it back on free (NULL at exit). */
 static void page_abandon(hak_page_t *page, hak_heap_t *last_owner) {
   bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
-  atomic_store_explicit(&page->abandoned_by, last_owner, memory_order_relaxed);
-  atomic_store_explicit(&page->heap, NULL, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED |
+                        (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     bool publish = has_room || (old & ~(uintptr_t)HAK_XSTATE_MASK) != 0;
@@ -213,11 +210,17 @@ void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
   page_abandon(page, NULL);
 }
 
+/* Caller won the page through xthread_free: name itself as owner, keeping
+ * the aligned-blocks bit, which belongs to the page's blocks. */
+static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t aligned = hak_page_owner(page) & HAK_OWNER_ALIGNED;
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned, memory_order_relaxed);
+}
+
 /* Become the owner of a page popped from a reclaim queue. */
 static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
-  atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
-  atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
+  page_take_ownership(heap, page);
   page_take_remote(page, xfree);
   if (page->free == NULL) { page->free = page->local_free; page->local_free = NULL; }
   heap->stats[page->bin].reclaimed_pages++;
@@ -230,8 +233,7 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
   while ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) {
     if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, HAK_XSTATE_ACTIVE,
                                               memory_order_acquire, memory_order_relaxed)) {
-      atomic_store_explicit(&page->heap, heap, memory_order_relaxed);
-      atomic_store_explicit(&page->abandoned_by, NULL, memory_order_relaxed);
+      page_take_ownership(heap, page);
       page_take_remote(page, old);
       queue_push_back(heap, page);
       return true;

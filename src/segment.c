@@ -54,17 +54,19 @@ static size_t span_bin(size_t n) {
   return 8 + (b - 3) * 2 + ((n >> (b - 1)) & 1);
 }
 
-static hak_page_t *span_last(hak_page_t *first) { return first + first->slice_count - 1; }
+static size_t slice_index(const hak_page_t *span) { return (size_t)(span - hak_segment_of(span)->pages); }
 
+/* A free span maps only its first and last slice: coalescing needs no more
+ * (its interior entries still name some descriptor of the segment). */
 static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, bool dirty, uint64_t purge_at) {
   span->span_kind = HAK_SPAN_FREE;
-  span->slice_count = (uint32_t)n;
-  span->slice_offset = 0;
+  span->slice_count = (uint16_t)n;
   span->dirty = dirty;
   span->purge_at = purge_at;
   span->block_size = 0;
-  atomic_store_explicit(&span->heap, NULL, memory_order_relaxed);
-  span_last(span)->slice_offset = (uint32_t)(n - 1);
+  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
+  hak_segment_t *seg = hak_segment_of(span);
+  seg->slice_page[slice_index(span)] = seg->slice_page[slice_index(span) + n - 1] = span;
   size_t b = span_bin(n);
   span->prev = NULL;
   span->next = a->spans[b];
@@ -132,11 +134,10 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
   segment_init_header(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_NORMAL, a);
-  for (size_t i = 0; i < HAK_META_SLICES; i++) {
-    seg->pages[i].span_kind = HAK_SPAN_META;
-    seg->pages[i].slice_offset = (uint32_t)i;
-  }
+  seg->pages[0].span_kind = HAK_SPAN_META;
   seg->pages[0].slice_count = HAK_META_SLICES;
+  for (size_t i = 0; i < HAK_SLICES; i++)
+    seg->slice_page[i] = &seg->pages[i < HAK_META_SLICES ? 0 : HAK_META_SLICES];
   seg->next = a->segments;
   seg->prev = NULL;
   if (seg->next) seg->next->prev = seg;
@@ -172,8 +173,8 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
   return NULL;
 }
 
-/* Take a span of `slices` slices for a page. Returns its first descriptor,
- * with slice_count, slice_offset and span_kind set, or NULL (ENOMEM). */
+/* Take a span of `slices` slices for a page. Returns its descriptor, with
+ * slice_count and span_kind set and every slice mapped to it, or NULL. */
 hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices) {
   pthread_mutex_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices);
@@ -187,8 +188,8 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices) {
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
-  for (size_t i = 0; i < slices; i++) span[i].slice_offset = (uint32_t)i;
-  span->slice_count = (uint32_t)slices;
+  for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slice_page[first + i] = span;
+  span->slice_count = (uint16_t)slices;
   span->span_kind = HAK_SPAN_PAGE;
   pthread_mutex_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
@@ -212,8 +213,7 @@ void hak_span_free(hak_page_t *span) {
     span_remove(a, end);
     n += end->slice_count;
   }
-  hak_page_t *before = span - 1;
-  before -= before->slice_offset;
+  hak_page_t *before = seg->slice_page[slice_index(span) - 1];
   if (before->span_kind == HAK_SPAN_FREE) {
     span_remove(a, before);
     n += before->slice_count;
@@ -241,17 +241,23 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
   hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
   page->span_kind = HAK_SPAN_HUGE;
   page->slice_count = 1;
-  page->start = (uint8_t *)seg + offset;
-  page->block_size = total - offset;
   page->used = 1;
+  size_t mapped_slices = (total + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  for (size_t i = 0; i < HAK_SLICES && i < mapped_slices; i++) seg->slice_page[i] = page;
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
   hak_stat_commit((int64_t)total);
   segment_map_set(seg, 1);
-  return page->start;
+  return (uint8_t *)seg + offset;
+}
+
+/* Bytes from p to the end of the huge block, or 0 if p is not its start. */
+size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p) {
+  const uint8_t *start = hak_page_area(page);
+  return (const uint8_t *)p == start ? seg->size - (size_t)(start - (uint8_t *)seg) : 0;
 }
 
 void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
-  if ((uint8_t *)p != page->start) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
+  if (hak_huge_usable_size(seg, page, p) == 0) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
   segment_map_set(seg, 0);
   atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)seg->size, memory_order_relaxed);
   hak_stat_commit(-(int64_t)seg->size);
@@ -261,7 +267,7 @@ void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
 /* Resize a huge block where it lies: shrink by unmapping the tail, grow if
  * the address space after it is free. The header never moves. */
 bool hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
-  size_t offset = (size_t)(page->start - (uint8_t *)seg);
+  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
   if (new_size > HAK_MAX_REQUEST) return false;
   size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);
   if (!hak_os_resize_in_place(seg, seg->size, total)) return false;
@@ -269,7 +275,6 @@ bool hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_s
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
   hak_stat_commit(delta);
   seg->size = total;
-  page->block_size = total - offset;
   return true;
 }
 
