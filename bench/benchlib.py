@@ -1,0 +1,200 @@
+"""Shared pieces of the hakmem benchmark tools (run.py, compare.py, instr.py):
+allocator discovery, running one process under an allocator, statistics and
+the ratio bands of the report."""
+import math
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+
+# (name, Debian package, shared object) of each peer allocator.
+PEERS = [
+    ("mimalloc", "libmimalloc2.0", "libmimalloc.so.2"),
+    ("jemalloc", "libjemalloc2", "libjemalloc.so.2"),
+    ("tcmalloc", "libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
+]
+ALLOCATOR_ORDER = ["glibc", "hakmem"] + [name for name, _, _ in PEERS]
+
+
+@dataclass
+class Allocator:
+    name: str
+    preload: str  # path for LD_PRELOAD, "" for glibc
+
+
+def find_library(package, soname):
+    """Path of soname as installed by package (dpkg -L), else from ldconfig."""
+    try:
+        files = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True).stdout.split()
+        for f in files:
+            if f.endswith("/" + soname) and os.path.exists(f):
+                return f
+    except FileNotFoundError:
+        pass  # not a dpkg system
+    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    for line in cache.splitlines():
+        if line.strip().startswith(soname + " ") and "=>" in line:
+            return line.split("=>")[1].strip()
+    return None
+
+
+def find_allocators(build_dir, note=print):
+    """The allocators available here, in report order; notes the missing."""
+    found = [Allocator("glibc", "")]
+    hakmem = Path(build_dir) / "libhakmem.so"
+    if hakmem.exists():
+        found.append(Allocator("hakmem", str(hakmem)))
+    else:
+        note(f"note: {hakmem} not found (run `make build`); hakmem is left out")
+    for name, package, soname in PEERS:
+        path = find_library(package, soname)
+        if path:
+            found.append(Allocator(name, path))
+        else:
+            note(f"note: {name} ({soname}, package {package}) not installed; left out (`make bench-deps`)")
+    return found
+
+
+def glibc_path():
+    """libc.so.6, for preloading glibc's malloc over one a program links in."""
+    return find_library("libc6", "libc.so.6") or "libc.so.6"
+
+
+@dataclass
+class Outcome:
+    status: str        # "ok", "fail" (non-zero exit) or "timeout"
+    exit_code: int
+    wall_s: float
+    maxrss_kb: int
+    metrics: dict      # numbers the program reported, e.g. rss_after_free_kb
+    stderr: str
+
+
+class Launched:
+    """A process started through the `launch` helper (see launch.c), which
+    reports the wall time, peak RSS and exit status of the program alone."""
+
+    def __init__(self, launcher, argv, preload, env=None, stdout=subprocess.PIPE):
+        fd, self.report = tempfile.mkstemp(prefix="hakmem-bench-")
+        os.close(fd)
+        self.proc = subprocess.Popen([str(launcher), self.report, preload] + [str(a) for a in argv],
+                                     stdout=stdout, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})}, start_new_session=True)
+
+    def stop(self):
+        """Asks the program to exit (SIGTERM, forwarded by the launcher)."""
+        self.proc.send_signal(signal.SIGTERM)
+
+    def _kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it finished just now
+
+    def wait(self, timeout):
+        timer = threading.Timer(timeout, self._kill)
+        timer.start()
+        try:
+            out, err = self.proc.communicate()
+        finally:
+            timer.cancel()
+        fields = dict(kv.split("=", 1) for kv in Path(self.report).read_text().split())
+        os.unlink(self.report)
+        metrics = parse_metrics(out or "")
+        if not fields:  # the launcher itself was killed
+            return Outcome("timeout", -1, float(timeout), 0, metrics, err or "")
+        code = int(fields["exit"])
+        return Outcome("ok" if code == 0 else "fail", code, float(fields["wall_s"]),
+                       int(fields["maxrss_kb"]), metrics, err or "")
+
+
+def parse_metrics(text):
+    """Numeric key=value tokens a workload printed (e.g. rss_after_free_kb)."""
+    metrics = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            try:
+                metrics[key] = float(value)
+            except ValueError:
+                pass
+    return metrics
+
+
+def geomean(values):
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def median(values):
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+def band(ratio, better="faster"):
+    """Band of hakmem's ratio to a peer (lower is better), as in a regression
+    report: better < 0.95 <= OK <= 1.05 < marginal <= 1.25 < regression."""
+    if ratio is None:
+        return ""
+    if ratio < 0.95:
+        return better
+    if ratio <= 1.05:
+        return "OK"
+    if ratio <= 1.25:
+        return "marginal"
+    return "regression"
+
+
+def machine_info():
+    model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def git_commit():
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True)
+    head = git("rev-parse", "--short", "HEAD")
+    commit = head.stdout.strip() if head.returncode == 0 else "nocommit"
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return commit + ("-dirty" if dirty else "")
+
+
+def progress(text):
+    """One self-overwriting status line on stderr (plain lines if not a tty)."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K" + text)
+    else:
+        sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def progress_done():
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def now_stamp():
+    return time.strftime("%Y%m%d-%H%M%S")

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Instructions per malloc/free pair on the fast path (make bench-instr).
+
+Runs bench/fastpath (modes single and batch) under valgrind's callgrind for
+glibc, hakmem and each peer, twice per mode: with a small and a large pair
+count. (Ir(large) - Ir(small)) / (large - small) cancels start-up and
+teardown, leaving the per-pair cost. Callgrind, unlike memcheck, does not
+replace malloc, so the preloaded allocator is the one measured.
+
+    python3 bench/instr.py [--pairs 1000000] [--small 10000] [--build DIR]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import benchlib
+from benchlib import ROOT
+
+MODES = {"single": "one 32 B block malloc'd and freed",
+         "batch": "1000 live blocks of 16-512 B, then all freed"}
+
+
+def instructions(fastpath, alloc, mode, pairs):
+    """Total instructions (callgrind Ir) of one fastpath run."""
+    fd, out = tempfile.mkstemp(prefix="hakmem-callgrind-")
+    os.close(fd)
+    try:
+        env = {**os.environ, "LD_PRELOAD": alloc.preload} if alloc.preload else dict(os.environ)
+        run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                              str(fastpath), f"--mode={mode}", f"--pairs={pairs}"],
+                             env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"{alloc.name} {mode}: exit {run.returncode}\n{run.stderr[-1500:]}")
+        for line in Path(out).read_text().splitlines():
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+        raise RuntimeError(f"{alloc.name} {mode}: no summary line in callgrind output")
+    finally:
+        os.unlink(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pairs", type=int, default=1_000_000)
+    ap.add_argument("--small", type=int, default=10_000, help="pair count of the baseline run")
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    args = ap.parse_args()
+    fastpath = Path(args.build) / "bench" / "fastpath"
+    if not fastpath.exists():
+        sys.exit(f"instr.py: {fastpath} not found; build the workloads first (`make build`)")
+    allocators = benchlib.find_allocators(args.build, note=lambda s: print(s, file=sys.stderr))
+
+    per_pair, failures = {}, []
+    for mode in MODES:
+        for alloc in allocators:
+            benchlib.progress(f"callgrind: {mode}, {alloc.name}")
+            try:
+                big = instructions(fastpath, alloc, mode, args.pairs)
+                small = instructions(fastpath, alloc, mode, args.small)
+                per_pair[mode, alloc.name] = (big - small) / (args.pairs - args.small)
+            except RuntimeError as e:
+                failures.append(str(e))
+    benchlib.progress_done()
+
+    print(f"Instructions per malloc/free pair (callgrind Ir, ({args.pairs} - {args.small} pairs) difference)")
+    names = [a.name for a in allocators]
+    print(f"  {'mode':<8} " + " ".join(f"{n:>9}" for n in names) + "   what")
+    for mode, what in MODES.items():
+        cells = [per_pair.get((mode, n)) for n in names]
+        print(f"  {mode:<8} " + " ".join(f"{'FAIL' if c is None else format(c, '.1f'):>9}" for c in cells)
+              + f"   {what}")
+    for f in failures:
+        print(f"\nFAIL {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
