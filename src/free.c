@@ -45,9 +45,10 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
     b->next = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK);
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)b | state,
-                                                  memory_order_release, memory_order_relaxed));
+                                                  memory_order_acq_rel, memory_order_relaxed));
   /* Edge-triggered: only the push that moved the page from ABANDONED to
-   * PUBLISHED queues it, so a burst of frees costs one enqueue. */
+   * PUBLISHED queues it, so a burst of frees costs one enqueue. (acq_rel:
+   * that push must see the abandoning owner's writes to the page.) */
   if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
 }
 
