@@ -39,7 +39,6 @@ void hak_process_init(void) {
   hak_options_init();
   hak_tag_secret = (uintptr_t)hak_random_u64() | 1;   /* odd: a tag is never 0 */
   hak_arenas_init();
-  hak_reclaim_init();
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
   hak_heap_key_create();

@@ -43,7 +43,7 @@
 #define HAK_OS_PAGE            4096
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
-#define HAK_SMALL_MAX          1024        /* sizes served by heap->direct   */
+#define HAK_SMALL_MAX          8192        /* sizes served by heap->direct   */
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
 #define HAK_DIRECT             (HAK_SMALL_MAX / HAK_ALIGN + 1)
@@ -290,7 +290,6 @@ HAK_INTERNAL void hak_page_publish(hak_page_t *page);
 HAK_INTERNAL void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL hak_block_t *hak_page_block_start(hak_page_t *page, const void *p);
-HAK_INTERNAL void hak_reclaim_init(void);
 HAK_INTERNAL void hak_reclaim_fork_prepare(void);
 HAK_INTERNAL void hak_reclaim_fork_parent(void);
 HAK_INTERNAL void hak_reclaim_fork_child(void);

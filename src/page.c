@@ -124,17 +124,18 @@ hak_block_t *hak_page_block_start(hak_page_t *page, const void *p) {
 
 /* Pages given up with free blocks in them, per size class. Publishers (any
  * thread, on the free path) push lock-free; poppers (threads allocating in
- * the slow path) are serialised by `lock`, and take the whole pushed stack
- * at once, so there is no ABA. Pages are handed out oldest first, when
- * they have gathered the most remote frees. */
+ * the slow path) are serialised by reclaim_lock, and take the whole pushed
+ * stack at once, so there is no ABA. Pages are handed out oldest first,
+ * when they have gathered the most remote frees. Pops are rare (only after
+ * pages were published), so one lock serves every class. */
 typedef struct reclaim_s {
   _Atomic(hak_page_t *) pushed;          /* newest first */
-  pthread_mutex_t lock;
-  hak_page_t *queued;                    /* oldest first (lock) */
+  hak_page_t *queued;                    /* oldest first (reclaim_lock) */
   _Atomic(bool) has_queued;
 } reclaim_t;
 
 static reclaim_t reclaims[HAK_BINS];
+static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void hak_page_publish(hak_page_t *page) {
   reclaim_t *r = &reclaims[page->bin];
@@ -149,7 +150,7 @@ static hak_page_t *reclaim_pop(size_t bin) {
   if (atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL &&
       !atomic_load_explicit(&r->has_queued, memory_order_relaxed))
     return NULL;
-  pthread_mutex_lock(&r->lock);
+  pthread_mutex_lock(&reclaim_lock);
   if (r->queued == NULL) {
     hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
     while (list != NULL) {               /* reverse: oldest first */
@@ -162,23 +163,13 @@ static hak_page_t *reclaim_pop(size_t bin) {
   hak_page_t *page = r->queued;
   if (page != NULL) r->queued = page->next;
   atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
-  pthread_mutex_unlock(&r->lock);
+  pthread_mutex_unlock(&reclaim_lock);
   return page;
 }
 
-void hak_reclaim_init(void) {
-  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_init(&reclaims[i].lock, NULL);
-}
-
-void hak_reclaim_fork_prepare(void) {
-  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_lock(&reclaims[i].lock);
-}
-void hak_reclaim_fork_parent(void) {
-  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_unlock(&reclaims[i].lock);
-}
-void hak_reclaim_fork_child(void) {
-  for (size_t i = 0; i < HAK_BINS; i++) pthread_mutex_init(&reclaims[i].lock, NULL);
-}
+void hak_reclaim_fork_prepare(void) { pthread_mutex_lock(&reclaim_lock); }
+void hak_reclaim_fork_parent(void) { pthread_mutex_unlock(&reclaim_lock); }
+void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 
 /* ------------------------------------------------------------ ownership */
 
