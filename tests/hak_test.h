@@ -1,0 +1,421 @@
+/* Shared helpers of hakmem's end-to-end tests: CHECK macros, case runner,
+ * deterministic random numbers, address/seed-keyed fill patterns, RSS, a
+ * small blocking pointer queue, and waiting for a forked child.
+ *
+ * Every test calls the standard allocator API (malloc, free, ...). Which
+ * allocator that reaches depends on the build:
+ *   - normal build: the test links libhakmem.so (or libhakmem.a), whose
+ *     malloc/free/... interpose the C library's;
+ *   - sanitizer builds (HAKMEM_TEST_PREFIXED, set by hakmem_static): ASan and
+ *     TSan own the standard names, so they are #defined to the hak_* names
+ *     below and the same source tests hakmem;
+ *   - HAK_TEST_STATIC: the test links libhakmem.a, so malloc is defined by
+ *     the executable itself rather than by libhakmem.so;
+ *   - HAK_TEST_LIBC (never set by the build; pass -DHAK_TEST_LIBC by hand):
+ *     validates the tests themselves against the C library's allocator, with
+ *     the few hakmem-only contracts (error messages, ...) left unchecked. */
+#ifndef HAK_TEST_H
+#define HAK_TEST_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef HAK_TEST_LIBC
+/* hak_* calls in the tests go to the C library's allocator. */
+#define hak_malloc_usable_size malloc_usable_size
+#else
+#include "hakmem.h"
+#endif
+
+#ifdef HAKMEM_TEST_PREFIXED
+#define malloc hak_malloc
+#define free hak_free
+#define calloc hak_calloc
+#define realloc hak_realloc
+#define reallocarray hak_reallocarray
+#define posix_memalign hak_posix_memalign
+#define aligned_alloc hak_aligned_alloc
+#define memalign hak_memalign
+#define valloc hak_valloc
+#define pvalloc hak_pvalloc
+#define malloc_usable_size hak_malloc_usable_size
+#endif
+
+/* True when malloc & co. are hakmem's through their standard names, i.e.
+ * the tests of symbol resolution and of hakmem's own messages apply. */
+#if !defined(HAK_TEST_LIBC) && !defined(HAKMEM_TEST_PREFIXED)
+#define HAK_TEST_STANDARD_NAMES 1
+#endif
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* ---- failures ---------------------------------------------------------- */
+
+/* Report and end the process at once: _exit, so a failure inside a thread or
+ * a forked child neither runs atexit handlers nor flushes copied buffers. */
+__attribute__((noreturn, format(printf, 3, 4)))
+static inline void hak_test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s:%d: FAIL: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    _exit(1);
+}
+
+#define CHECK(expr)                                                          \
+    do {                                                                     \
+        if (!(expr)) hak_test_fail(__FILE__, __LINE__, "%s", #expr);         \
+    } while (0)
+
+/* CHECK with a printf-style explanation of the values involved. */
+#define CHECKF(expr, fmt, ...)                                               \
+    do {                                                                     \
+        if (!(expr))                                                         \
+            hak_test_fail(__FILE__, __LINE__, "%s: " fmt, #expr, __VA_ARGS__); \
+    } while (0)
+
+#define CHECK_EQ_SIZE(a, b)                                                  \
+    do {                                                                     \
+        size_t a_ = (a), b_ = (b);                                           \
+        if (a_ != b_)                                                        \
+            hak_test_fail(__FILE__, __LINE__, "%s == %s: %zu != %zu", #a, #b, \
+                          a_, b_);                                           \
+    } while (0)
+
+#define CHECK_ALIGNED(p, align)                                              \
+    CHECKF(((uintptr_t)(p) & ((align) - 1)) == 0, "%p not aligned to %zu",  \
+           (void *)(p), (size_t)(align))
+
+/* ---- case runner -------------------------------------------------------- */
+
+static inline double hak_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* One line per case; the "run" line shows which case hung if one does. */
+static inline void hak_run_case(const char *name, void (*fn)(void))
+{
+    printf("run  %s\n", name);
+    fflush(stdout);
+    double t0 = hak_now_ms();
+    fn();
+    printf("ok   %s (%.0f ms)\n", name, hak_now_ms() - t0);
+    fflush(stdout);
+}
+#define RUN_CASE(fn) hak_run_case(#fn, fn)
+
+/* HAKMEM_TEST_LONG=1 selects the long, opt-in iteration counts. */
+static inline bool hak_test_long(void)
+{
+    const char *v = getenv("HAKMEM_TEST_LONG");
+    return v && strcmp(v, "1") == 0;
+}
+static inline size_t hak_scale(size_t normal, size_t long_mode)
+{
+    return hak_test_long() ? long_mode : normal;
+}
+
+/* Hides a constant from the compiler, so absurd sizes reach the allocator at
+ * run time without -Walloc-size-larger-than warnings or constant folding. */
+static inline size_t hak_opaque(size_t x)
+{
+    __asm__ volatile("" : "+r"(x));
+    return x;
+}
+
+static inline void *hak_opaque_ptr(void *p)
+{
+    __asm__ volatile("" : "+r"(p));
+    return p;
+}
+
+/* Where a symbol resolves from the program's default scope: the shared
+ * object's file name, or "" when it is in the main executable. */
+static inline const char *hak_symbol_object(const char *symbol)
+{
+    void *addr = dlsym(RTLD_DEFAULT, symbol);
+    Dl_info info;
+    if (!addr || !dladdr(addr, &info) || !info.dli_fname) return NULL;
+    return info.dli_fname;
+}
+
+/* In the normal build, make sure the test really exercises hakmem: malloc
+ * and free must resolve to libhakmem, not to the C library. */
+static inline void hak_test_begin(const char *name)
+{
+    printf("%s (%s mode)\n", name, hak_test_long() ? "long" : "default");
+#if defined(HAK_TEST_STANDARD_NAMES) && !defined(HAK_TEST_STATIC)
+    const char *symbols[] = {"malloc", "free", "realloc", "calloc"};
+    for (size_t i = 0; i < sizeof symbols / sizeof symbols[0]; i++) {
+        const char *obj = hak_symbol_object(symbols[i]);
+        CHECKF(obj && strstr(obj, "libhakmem"), "%s resolves to %s, not libhakmem",
+               symbols[i], obj ? obj : "(nothing)");
+    }
+#endif
+    fflush(stdout);
+}
+
+/* ---- deterministic random numbers --------------------------------------- */
+
+static inline uint64_t hak_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct { uint64_t state; } hak_rng;
+
+static inline hak_rng hak_rng_seed(uint64_t seed) { return (hak_rng){hak_mix64(seed)}; }
+static inline uint64_t hak_rng_next(hak_rng *r) { return hak_mix64(r->state++); }
+/* Uniform in [lo, hi]. */
+static inline size_t hak_rng_range(hak_rng *r, size_t lo, size_t hi)
+{
+    return lo + (size_t)(hak_rng_next(r) % (hi - lo + 1));
+}
+
+/* A size mix shaped like real programs: mostly small, some medium, rarely
+ * large (up to max_large). */
+static inline size_t hak_rng_size(hak_rng *r, size_t max_large)
+{
+    unsigned roll = (unsigned)(hak_rng_next(r) % 1000);
+    if (roll < 800) return hak_rng_range(r, 1, 512);
+    if (roll < 990) return hak_rng_range(r, 513, 32 * KiB);
+    return hak_rng_range(r, 32 * KiB + 1, max_large);
+}
+
+/* ---- fill patterns ------------------------------------------------------ */
+
+/* Byte i of pattern `seed` is a function of (seed, i) only. Callers that
+ * want an address-keyed pattern pass hak_seed_of(p, ...), so a block that
+ * shows up at another block's address (overlap, stale reuse) mismatches. */
+static inline uint64_t hak_seed_of(const void *p, uint64_t salt)
+{
+    return hak_mix64((uint64_t)(uintptr_t)p ^ (salt * 0x9e3779b97f4a7c15ull));
+}
+
+static inline uint64_t hak_pattern_word(uint64_t seed, size_t word_index)
+{
+    return hak_mix64(seed ^ (word_index * 0xd6e8feb86659fd93ull));
+}
+
+static inline void hak_fill(void *p, size_t n, uint64_t seed)
+{
+    unsigned char *b = (unsigned char *)p;
+    size_t words = n / 8;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v = hak_pattern_word(seed, w);
+        memcpy(b + w * 8, &v, 8);
+    }
+    if (n % 8) {
+        uint64_t v = hak_pattern_word(seed, words);
+        memcpy(b + words * 8, &v, n % 8);
+    }
+}
+
+/* Offset of the first byte of p[0..n) that differs from the pattern, or
+ * SIZE_MAX when all match. */
+static inline size_t hak_pattern_mismatch(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    size_t words = n / 8;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v = hak_pattern_word(seed, w), got;
+        memcpy(&got, b + w * 8, 8);
+        if (got != v)
+            for (size_t i = 0; i < 8; i++)
+                if (b[w * 8 + i] != ((unsigned char *)&v)[i]) return w * 8 + i;
+    }
+    if (n % 8) {
+        uint64_t v = hak_pattern_word(seed, words);
+        for (size_t i = 0; i < n % 8; i++)
+            if (b[words * 8 + i] != ((unsigned char *)&v)[i]) return words * 8 + i;
+    }
+    return SIZE_MAX;
+}
+
+#define CHECK_PATTERN(p, n, seed)                                            \
+    do {                                                                     \
+        const void *p_ = (p);                                                \
+        size_t n_ = (n), off_ = hak_pattern_mismatch(p_, n_, (seed));        \
+        if (off_ != SIZE_MAX)                                                \
+            hak_test_fail(__FILE__, __LINE__,                                \
+                          "block %p of %zu bytes corrupted at offset %zu",   \
+                          p_, n_, off_);                                     \
+    } while (0)
+
+/* Offset of the first byte of p[0..n) that is not `byte`, or SIZE_MAX. */
+static inline size_t hak_first_not(const void *p, size_t n, unsigned char byte)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != byte) return i;
+    return SIZE_MAX;
+}
+
+/* ---- resident memory ---------------------------------------------------- */
+
+static inline size_t hak_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, resident = 0;
+    CHECK(f != NULL);
+    CHECK(fscanf(f, "%lu %lu", &size, &resident) == 2);
+    fclose(f);
+    return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* ThreadSanitizer maps several bytes of shadow for each byte of heap it sees
+ * touched; resident-memory bounds are scaled for it. */
+#if defined(__SANITIZE_THREAD__)
+#define HAK_RSS_SLACK 4
+#else
+#define HAK_RSS_SLACK 1
+#endif
+
+#define CHECK_RSS_BELOW(limit)                                               \
+    do {                                                                     \
+        size_t rss_ = hak_rss_bytes(), lim_ = (limit) * HAK_RSS_SLACK;       \
+        if (rss_ >= lim_)                                                    \
+            hak_test_fail(__FILE__, __LINE__,                                \
+                          "RSS %zu MiB >= bound %zu MiB (memory not reused?)", \
+                          rss_ / MiB, lim_ / MiB);                           \
+    } while (0)
+
+/* ---- a blocking queue of blocks handed between threads ------------------ */
+
+/* A block in flight, filled with the pattern hak_seed_of(ptr, size). */
+typedef struct {
+    void *ptr;
+    size_t size;
+} hak_item;
+
+static inline hak_item hak_item_new(size_t size)
+{
+    hak_item it = {malloc(size), size};
+    CHECKF(it.ptr != NULL, "malloc(%zu) failed", size);
+    hak_fill(it.ptr, size, hak_seed_of(it.ptr, size));
+    return it;
+}
+
+static inline void hak_item_verify_free(hak_item it)
+{
+    CHECK_PATTERN(it.ptr, it.size, hak_seed_of(it.ptr, it.size));
+    free(it.ptr);
+}
+
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t not_empty, not_full;
+    hak_item *ring; /* storage given by the caller, not from the allocator */
+    size_t capacity, head, count;
+    bool closed; /* no more pushes: pops drain, then return false */
+} hak_queue;
+
+static inline void hak_queue_init(hak_queue *q, hak_item *ring, size_t capacity)
+{
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->not_empty, NULL);
+    pthread_cond_init(&q->not_full, NULL);
+    q->ring = ring;
+    q->capacity = capacity;
+    q->head = q->count = 0;
+    q->closed = false;
+}
+
+static inline void hak_queue_push(hak_queue *q, hak_item item)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == q->capacity) pthread_cond_wait(&q->not_full, &q->lock);
+    q->ring[(q->head + q->count) % q->capacity] = item;
+    q->count++;
+    pthread_cond_signal(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* Blocks until an item arrives; false once the queue is closed and empty. */
+static inline bool hak_queue_pop(hak_queue *q, hak_item *out)
+{
+    pthread_mutex_lock(&q->lock);
+    while (q->count == 0 && !q->closed) pthread_cond_wait(&q->not_empty, &q->lock);
+    bool got = q->count > 0;
+    if (got) {
+        *out = q->ring[q->head];
+        q->head = (q->head + 1) % q->capacity;
+        q->count--;
+        pthread_cond_signal(&q->not_full);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return got;
+}
+
+static inline void hak_queue_close(hak_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->closed = true;
+    pthread_cond_broadcast(&q->not_empty);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* ---- threads and children ----------------------------------------------- */
+
+static inline pthread_t hak_thread_start(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, fn, arg);
+    CHECKF(rc == 0, "pthread_create: %s", strerror(rc));
+    return t;
+}
+
+/* Waits for a child at most `seconds`; a child still running then is killed
+ * and reported: a deadlock after fork() is a bug worth a clear message. */
+static inline int hak_wait_child(pid_t pid, int seconds)
+{
+    int status = 0;
+    for (int waited_ms = 0;; waited_ms += 10) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        CHECK(r == 0 || r == pid);
+        if (r == pid) return status;
+        if (waited_ms >= seconds * 1000) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            hak_test_fail(__FILE__, __LINE__, "child %d still running after %d s (deadlock?)",
+                          (int)pid, seconds);
+        }
+        usleep(10 * 1000);
+    }
+}
+
+#define CHECK_CHILD_EXITED_0(status)                                         \
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,                    \
+           "child status 0x%x (%s %d)", (status),                            \
+           WIFSIGNALED(status) ? "signal" : "exit code",                     \
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status))
+
+#endif

@@ -1,0 +1,147 @@
+/* Aligned allocation: posix_memalign, aligned_alloc and memalign for every
+ * power of two from sizeof(void *) to 2 MiB and beyond, sizes around the
+ * alignment, the whole usable size written; bad alignments rejected; valloc
+ * and pvalloc page-aligned and page-rounded. */
+#include "hak_test.h"
+
+enum { API_POSIX_MEMALIGN, API_ALIGNED_ALLOC, API_MEMALIGN, API_COUNT };
+static const char *const api_names[API_COUNT] = {"posix_memalign", "aligned_alloc", "memalign"};
+
+static void *aligned_by(int api, size_t align, size_t size)
+{
+    void *p = NULL;
+    switch (api) {
+    case API_POSIX_MEMALIGN: {
+        int rc = posix_memalign(&p, align, size);
+        CHECKF(rc == 0, "posix_memalign(%zu, %zu) = %d", align, size, rc);
+        break;
+    }
+    case API_ALIGNED_ALLOC: p = aligned_alloc(align, size); break;
+    case API_MEMALIGN: p = memalign(align, size); break;
+    }
+    CHECKF(p != NULL, "%s(%zu, %zu) returned NULL", api_names[api], align, size);
+    CHECKF(((uintptr_t)p & (align - 1)) == 0, "%s(%zu, %zu) = %p is misaligned", api_names[api],
+           align, size, p);
+    return p;
+}
+
+/* All blocks of one alignment are live at once and each is filled over its
+ * whole usable size before any is checked: overlapping blocks, or a usable
+ * size larger than what was really reserved, show up as corruption. */
+static void sweep_alignment(int api, size_t align)
+{
+    const size_t sizes[] = {1, align - 1, align, align + 1, 3 * align + 7, 13, 1000 + 1, 4 * KiB + 3};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    void *blocks[N];
+    size_t usable[N];
+    for (size_t i = 0; i < N; i++) {
+        size_t size = sizes[i];
+        blocks[i] = aligned_by(api, align, size);
+        usable[i] = malloc_usable_size(blocks[i]);
+        CHECKF(usable[i] >= size, "%s(%zu, %zu): usable size %zu", api_names[api], align, size,
+               usable[i]);
+        hak_fill(blocks[i], usable[i], hak_seed_of(blocks[i], align));
+    }
+    for (size_t i = 0; i < N; i++) {
+        CHECK_PATTERN(blocks[i], usable[i], hak_seed_of(blocks[i], align));
+        free(blocks[i]);
+    }
+}
+
+static void power_of_two_sweep(void)
+{
+    for (int api = 0; api < API_COUNT; api++)
+        for (size_t align = sizeof(void *); align <= 2 * MiB; align *= 2) sweep_alignment(api, align);
+}
+
+/* Alignments far above any internal page or segment size. */
+static void huge_alignment_small_size(void)
+{
+    const size_t aligns[] = {4 * MiB, 16 * MiB, 64 * MiB};
+    for (int api = 0; api < API_COUNT; api++)
+        for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+            void *p = aligned_by(api, aligns[i], 16);
+            CHECK(malloc_usable_size(p) >= 16);
+            memset(p, 0x5a, 16);
+            free(p);
+        }
+}
+
+/* Interleaved with plain mallocs, so aligned blocks come from pages that
+ * also hold unaligned ones; all verified at the end. */
+static void aligned_mixed_with_malloc(void)
+{
+    enum { N = 2000 };
+    static hak_item items[N];
+    hak_rng rng = hak_rng_seed(3);
+    for (size_t i = 0; i < N; i++) {
+        size_t size = hak_rng_size(&rng, 256 * KiB);
+        if (i % 2) {
+            items[i] = hak_item_new(size);
+            continue;
+        }
+        size_t align = (size_t)1 << hak_rng_range(&rng, 3, 16);
+        void *p = aligned_by((int)(i / 2 % API_COUNT), align, size);
+        items[i] = (hak_item){p, size};
+        hak_fill(p, size, hak_seed_of(p, size));
+    }
+    for (size_t i = 0; i < N; i++) hak_item_verify_free(items[i]);
+}
+
+static void bad_alignments_rejected(void)
+{
+    const size_t bad[] = {0, 1, 2, 4, sizeof(void *) - 1, 3 * sizeof(void *), 24, 48, 100,
+                          4097, ((size_t)1 << 20) + 1, SIZE_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        void *p = (void *)0x1; /* must not be modified on failure */
+        int rc = posix_memalign(&p, bad[i], 64);
+        CHECKF(rc == EINVAL, "posix_memalign(align %zu) = %d, want EINVAL", bad[i], rc);
+        CHECK(p == (void *)0x1);
+    }
+#ifndef HAK_TEST_LIBC /* glibc before 2.38 rounds such alignments up */
+    const size_t not_pow2[] = {3, 24, 48, 100, 4097, ((size_t)1 << 20) + 1};
+    for (size_t i = 0; i < sizeof not_pow2 / sizeof not_pow2[0]; i++) {
+        errno = 0;
+        void *p = aligned_alloc(hak_opaque(not_pow2[i]), 64);
+        CHECKF(p == NULL, "aligned_alloc(%zu, 64) = %p, want NULL", not_pow2[i], p);
+        CHECKF(errno == EINVAL, "aligned_alloc(%zu, 64): errno %d, want EINVAL", not_pow2[i], errno);
+    }
+#endif
+}
+
+static void valloc_pvalloc_page_granular(void)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t sizes[] = {1, 100, page - 1, page, page + 1, 5 * page + 3, 3 * MiB + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *v = valloc(sizes[i]);
+        CHECKF(v != NULL, "valloc(%zu)", sizes[i]);
+        CHECK_ALIGNED(v, page);
+        CHECK(malloc_usable_size(v) >= sizes[i]);
+        hak_fill(v, sizes[i], 9);
+
+        size_t rounded = (sizes[i] + page - 1) / page * page;
+        void *pv = pvalloc(sizes[i]);
+        CHECKF(pv != NULL, "pvalloc(%zu)", sizes[i]);
+        CHECK_ALIGNED(pv, page);
+        CHECKF(malloc_usable_size(pv) >= rounded, "pvalloc(%zu): usable %zu < %zu", sizes[i],
+               malloc_usable_size(pv), rounded);
+        memset(pv, 0x77, rounded); /* the whole rounded size is the caller's */
+
+        CHECK_PATTERN(v, sizes[i], 9);
+        CHECK(hak_first_not(pv, rounded, 0x77) == SIZE_MAX);
+        free(v);
+        free(pv);
+    }
+}
+
+int main(void)
+{
+    hak_test_begin("test_alignment");
+    RUN_CASE(power_of_two_sweep);
+    RUN_CASE(huge_alignment_small_size);
+    RUN_CASE(aligned_mixed_with_malloc);
+    RUN_CASE(bad_alignments_rejected);
+    RUN_CASE(valloc_pvalloc_page_granular);
+    return 0;
+}

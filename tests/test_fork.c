@@ -1,0 +1,157 @@
+/* fork() while other threads allocate. The child inherits the allocator in
+ * whatever state the other threads left it (locks held, lists mid-update):
+ * an allocator without fork handlers deadlocks or corrupts here. Children
+ * allocate heavily, free blocks inherited from the parent, start threads of
+ * their own, and must exit 0. */
+#include "hak_test.h"
+
+#include <stdatomic.h>
+
+enum { HAMMER_THREADS = 2, INHERITED_BLOCKS = 256, CHILD_TIMEOUT_S = 30 };
+
+static atomic_bool stop_hammering;
+
+/* Allocates, verifies and frees continuously until told to stop, keeping a
+ * window of live blocks so frees and allocations interleave. */
+static void *hammer(void *arg)
+{
+    enum { WINDOW = 64 };
+    hak_item live[WINDOW] = {{0}};
+    hak_rng rng = hak_rng_seed((size_t)arg);
+    for (size_t i = 0; !atomic_load_explicit(&stop_hammering, memory_order_relaxed); i++) {
+        hak_item *slot = &live[i % WINDOW];
+        if (slot->ptr) hak_item_verify_free(*slot);
+        *slot = hak_item_new(hak_rng_size(&rng, 512 * KiB));
+    }
+    for (size_t i = 0; i < WINDOW; i++)
+        if (live[i].ptr) hak_item_verify_free(live[i]);
+    return NULL;
+}
+
+/* The child's workload: mixed malloc/realloc/free from 16 B to 4 MiB with
+ * every block verified. */
+static void child_churn(uint64_t seed)
+{
+    enum { LIVE = 128 };
+    hak_item live[LIVE] = {{0}};
+    hak_rng rng = hak_rng_seed(seed);
+    for (size_t i = 0; i < 3000; i++) {
+        hak_item *slot = &live[hak_rng_next(&rng) % LIVE];
+        size_t size = (hak_rng_next(&rng) % 64 == 0) ? hak_rng_range(&rng, 16, 4 * MiB)
+                                                   : hak_rng_range(&rng, 16, 4 * KiB);
+        if (!slot->ptr) {
+            *slot = hak_item_new(size);
+        } else if (hak_rng_next(&rng) % 2) {
+            /* realloc keeps the old contents up to the smaller size */
+            size_t keep = slot->size < size ? slot->size : size;
+            CHECK_PATTERN(slot->ptr, slot->size, hak_seed_of(slot->ptr, slot->size));
+            uint64_t old_seed = hak_seed_of(slot->ptr, slot->size);
+            void *q = realloc(slot->ptr, size);
+            CHECK(q != NULL);
+            CHECK_PATTERN(q, keep, old_seed);
+            slot->ptr = q;
+            slot->size = size;
+            hak_fill(q, size, hak_seed_of(q, size));
+        } else {
+            hak_item_verify_free(*slot);
+            slot->ptr = NULL;
+        }
+    }
+    for (size_t i = 0; i < LIVE; i++)
+        if (live[i].ptr) hak_item_verify_free(live[i]);
+}
+
+static void *child_thread(void *arg)
+{
+    child_churn((size_t)arg);
+    return NULL;
+}
+
+static pthread_t hammers[HAMMER_THREADS];
+
+static void start_hammers(void)
+{
+    atomic_store(&stop_hammering, false);
+    for (size_t i = 0; i < HAMMER_THREADS; i++) hammers[i] = hak_thread_start(hammer, (void *)(i + 1));
+    usleep(2000); /* let them get going before the first fork */
+}
+
+static void stop_hammers(void)
+{
+    atomic_store(&stop_hammering, true);
+    for (size_t i = 0; i < HAMMER_THREADS; i++) pthread_join(hammers[i], NULL);
+}
+
+/* Forks `forks` children; each verifies and frees the blocks it inherited,
+ * runs child_churn (on `child_threads` threads if > 0) and exits 0. */
+static void fork_children(size_t forks, size_t child_threads)
+{
+    static hak_item inherited[INHERITED_BLOCKS];
+    hak_rng rng = hak_rng_seed(42);
+    for (size_t i = 0; i < INHERITED_BLOCKS; i++)
+        inherited[i] = hak_item_new(hak_rng_size(&rng, 1 * MiB));
+
+    start_hammers();
+    for (size_t f = 0; f < forks; f++) {
+        fflush(NULL); /* no buffered output may be duplicated into the child */
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            for (size_t i = 0; i < INHERITED_BLOCKS; i++) hak_item_verify_free(inherited[i]);
+            if (child_threads == 0) {
+                child_churn(f);
+            } else {
+                pthread_t t[8];
+                CHECK(child_threads <= 8);
+                for (size_t i = 0; i < child_threads; i++)
+                    t[i] = hak_thread_start(child_thread, (void *)(f * 100 + i));
+                child_churn(f);
+                for (size_t i = 0; i < child_threads; i++) pthread_join(t[i], NULL);
+            }
+            exit(0);
+        }
+        int status = hak_wait_child(pid, CHILD_TIMEOUT_S);
+        CHECK_CHILD_EXITED_0(status);
+    }
+    stop_hammers();
+
+    /* The parent's copies are untouched by what the children did. */
+    for (size_t i = 0; i < INHERITED_BLOCKS; i++) hak_item_verify_free(inherited[i]);
+}
+
+static void fork_while_threads_allocate(void) { fork_children(hak_scale(10, 200), 0); }
+
+static void forked_child_starts_threads(void) { fork_children(hak_scale(4, 50), 3); }
+
+/* A grandchild: the allocator must survive fork() twice in a row. */
+static void fork_in_forked_child(void)
+{
+    start_hammers();
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        pid_t grandchild = fork();
+        CHECK(grandchild >= 0);
+        if (grandchild == 0) {
+            child_churn(7);
+            exit(0);
+        }
+        child_churn(8);
+        int status = hak_wait_child(grandchild, CHILD_TIMEOUT_S);
+        CHECK_CHILD_EXITED_0(status);
+        exit(0);
+    }
+    int status = hak_wait_child(pid, 2 * CHILD_TIMEOUT_S);
+    CHECK_CHILD_EXITED_0(status);
+    stop_hammers();
+}
+
+int main(void)
+{
+    hak_test_begin("test_fork");
+    RUN_CASE(fork_while_threads_allocate);
+    RUN_CASE(forked_child_starts_threads);
+    RUN_CASE(fork_in_forked_child);
+    return 0;
+}

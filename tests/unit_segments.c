@@ -1,0 +1,94 @@
+/* Segments and arenas: alignment, the slice map, coalescing of free spans,
+ * release of empty segments, huge blocks. Uses a private arena, so the
+ * spans it sees are only its own. */
+#include <string.h>
+#include "unit.h"
+
+static hak_arena_t arena;
+
+static void check_page_span(hak_page_t *span, size_t slices) {
+  hak_segment_t *seg = hak_segment_of(span);
+  UCHECK(((uintptr_t)seg & HAK_SEGMENT_MASK) == 0, "segment %p not aligned", (void *)seg);
+  UCHECK(hak_segment_is_mapped(seg), "segment %p not in the map", (void *)seg);
+  UCHECK(span->span_kind == HAK_SPAN_PAGE && span->slice_count == slices, "kind %d count %u", span->span_kind, span->slice_count);
+  uint8_t *area = hak_page_area(span);
+  UCHECK(area >= (uint8_t *)seg + HAK_META_SIZE && area + slices * HAK_SLICE_SIZE <= (uint8_t *)seg + HAK_SEGMENT_SIZE,
+         "span outside its segment");
+  for (size_t i = 0; i < slices * HAK_SLICE_SIZE; i += 4096) {
+    UCHECK(hak_page_of(seg, area + i) == span, "slice map wrong at +%zu", i);
+    area[i] = (uint8_t)i;   /* the memory is usable */
+  }
+}
+
+static void segments_are_aligned_and_mapped(void) {
+  for (size_t n = 1; n <= HAK_PAGE_MAX_SLICES; n *= 2) {
+    hak_page_t *span = hak_span_alloc(&arena, n);
+    UCHECK(span != NULL, "span of %zu", n);
+    check_page_span(span, n);
+    hak_span_free(span);
+  }
+}
+
+static void free_spans_coalesce(void) {
+  hak_page_t *a = hak_span_alloc(&arena, 3), *b = hak_span_alloc(&arena, 5), *c = hak_span_alloc(&arena, 2);
+  UCHECK(hak_segment_of(a) == hak_segment_of(c), "one segment");
+  UCHECK(b == a + 3 && c == b + 5, "spans are carved in order");
+  hak_span_free(b);
+  hak_span_free(a);
+  hak_span_free(c);
+  hak_page_t *all = hak_span_alloc(&arena, 10);
+  UCHECK(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
+  check_page_span(all, 10);
+  hak_span_free(all);
+}
+
+static void empty_segments_beyond_one_are_released(void) {
+  enum { N = 3 };
+  hak_page_t *whole[N];
+  size_t big = HAK_SLICES - HAK_META_SLICES;   /* a whole segment each */
+  for (int i = 0; i < N; i++) {
+    whole[i] = hak_span_alloc(&arena, big);
+    UCHECK(whole[i] != NULL, "segment %d", i);
+  }
+  UCHECK(arena.segment_count >= N, "%zu segments", arena.segment_count);
+  for (int i = 0; i < N; i++) hak_span_free(whole[i]);
+  UCHECK(arena.empty_segments == 1 && arena.segment_count == 1, "kept %zu of %zu", arena.empty_segments, arena.segment_count);
+  UCHECK(!hak_segment_is_mapped(whole[1]) || !hak_segment_is_mapped(whole[2]) || !hak_segment_is_mapped(whole[0]),
+         "a released segment left the map");
+}
+
+static void huge_blocks_honour_alignment(void) {
+  size_t aligns[] = { 16, 4096, 65536, (size_t)1 << 21, HAK_HUGE_ALIGN_MAX };
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    size_t size = (5u << 20) + 123;
+    uint8_t *p = hak_huge_alloc(size, aligns[i], false);
+    UCHECK(p != NULL && ((uintptr_t)p & (aligns[i] - 1)) == 0, "align %zu: %p", aligns[i], (void *)p);
+    hak_segment_t *seg = hak_segment_of(p);
+    hak_page_t *page = hak_page_of(seg, p);
+    UCHECK(page->span_kind == HAK_SPAN_HUGE, "huge page kind %d", page->span_kind);
+    UCHECK(hak_huge_usable_size(seg, page, p) >= size, "usable %zu", hak_huge_usable_size(seg, page, p));
+    memset(p, 0xA5, size);
+    hak_huge_free(seg, page, p);
+    UCHECK(!hak_segment_is_mapped(seg), "freed huge segment still mapped");
+  }
+}
+
+static void os_aligned_mappings_are_aligned(void) {
+  for (int i = 0; i < 64; i++) {
+    size_t size = HAK_SEGMENT_SIZE + (size_t)i * HAK_OS_PAGE;
+    void *p = hak_os_alloc_aligned(size, HAK_SEGMENT_SIZE);
+    UCHECK(p != NULL && ((uintptr_t)p & HAK_SEGMENT_MASK) == 0, "mapping %d at %p", i, p);
+    hak_os_free(p, size);
+  }
+}
+
+int main(void) {
+  hak_process_init();
+  pthread_mutex_init(&arena.lock, NULL);
+  UCASE(segments_are_aligned_and_mapped);
+  UCASE(free_spans_coalesce);
+  UCASE(empty_segments_beyond_one_are_released);
+  UCASE(huge_blocks_honour_alignment);
+  UCASE(os_aligned_mappings_are_aligned);
+  return 0;
+}
