@@ -37,7 +37,10 @@ void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page == NULL || page->free == NULL) {
-    if ((++heap->slow_calls & 63) == 0) hak_arena_purge_due(heap->arena);
+    if ((++heap->slow_calls & 63) == 0) {   /* now and then: memory due back to the OS */
+      hak_arena_purge_due(heap->arena);
+      hak_huge_cache_decay();
+    }
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
@@ -146,7 +149,10 @@ void *hak_realloc(void *p, size_t size) {
   if (hak_segment_is_mapped(p) && size > HAK_MEDIUM_MAX) {
     hak_segment_t *seg = hak_segment_of(p);
     hak_page_t *page = hak_page_of(seg, p);
-    if (page->span_kind == HAK_SPAN_HUGE && hak_huge_resize_in_place(seg, page, size)) return p;
+    if (page->span_kind == HAK_SPAN_HUGE) {
+      void *q = hak_huge_realloc(seg, page, size);   /* no copy */
+      if (q != NULL) return q;
+    }
   }
   void *q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */

@@ -83,6 +83,23 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   pthread_mutex_unlock(&heaps_lock);
 }
 
+/* Return free memory to the OS now: the calling thread's empty pages, the
+ * free spans of every arena, the cached huge blocks. */
+void hak_collect(void) {
+  hak_heap_t *heap = hak_heap_get();
+  if (heap != &hak_heap_empty) hak_heap_free_empty_pages(heap);
+  hak_arenas_purge_all();
+  hak_huge_cache_flush();
+}
+
+#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
+__attribute__((visibility("default"))) int malloc_trim(size_t pad) {
+  (void)pad;
+  hak_collect();
+  return 1;
+}
+#endif
+
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
   pthread_mutex_lock(&heaps_lock);
   for (hak_heap_t *h = heaps_live; h != NULL; h = h->list_next) fn(h, arg);

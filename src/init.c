@@ -17,13 +17,16 @@ static void fork_prepare(void) {
   hak_heaps_fork_prepare();
   hak_reclaim_fork_prepare();
   hak_segments_fork_prepare();
+  hak_huge_fork_prepare();
 }
 static void fork_parent(void) {
+  hak_huge_fork_parent();
   hak_segments_fork_parent();
   hak_reclaim_fork_parent();
   hak_heaps_fork_parent();
 }
 static void fork_child(void) {
+  hak_huge_fork_child();
   hak_segments_fork_child();
   hak_reclaim_fork_child();
   hak_heaps_fork_child();

@@ -5,7 +5,9 @@
  * Layers, bottom up (one file each):
  *   os.c       mmap/madvise, aligned reservations, time, randomness
  *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
- *              sharded arenas; huge blocks in segments of their own
+ *              sharded arenas
+ *   huge.c     blocks beyond the size classes, each in a segment of its own,
+ *              and the cache of freed ones
  *   page.c     a page = a span holding blocks of one size class: free lists,
  *              collection of remote frees, abandonment and reclamation
  *   heap.c     per-thread heaps: page queues per size class, thread exit
@@ -269,21 +271,33 @@ HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void hak_arena_purge_due(hak_arena_t *arena);
-HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
-HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
-HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
-HAK_INTERNAL bool  hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size);
-HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align, bool zero);
-HAK_INTERNAL bool  hak_giant_free(void *p);
-HAK_INTERNAL size_t hak_giant_usable_size(const void *p);
+HAK_INTERNAL void hak_arenas_purge_all(void);
+HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, uint8_t v);
+HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a);
 HAK_INTERNAL void hak_segments_fork_prepare(void);
 HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
+
+/* huge.c */
+HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
+HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
+HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
+HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);
+HAK_INTERNAL void  hak_huge_cache_flush(void);
+HAK_INTERNAL void  hak_huge_cache_decay(void);
+HAK_INTERNAL size_t hak_huge_cache_bytes(void);
+HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align);
+HAK_INTERNAL bool  hak_giant_free(void *p);
+HAK_INTERNAL size_t hak_giant_usable_size(const void *p);
+HAK_INTERNAL void hak_huge_fork_prepare(void);
+HAK_INTERNAL void hak_huge_fork_parent(void);
+HAK_INTERNAL void hak_huge_fork_child(void);
 
 /* page.c */
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
 HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
@@ -327,6 +341,7 @@ HAK_INTERNAL void hak_stats_merge_exited(hak_heap_t *heap);
 extern _Atomic(int64_t) hak_stat_committed HAK_INTERNAL, hak_stat_committed_peak HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_huge_cache_hits HAK_INTERNAL, hak_stat_huge_cache_misses HAK_INTERNAL;
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #endif

@@ -19,7 +19,7 @@ static const option_desc_t option_descs[HAK_OPT_COUNT] = {
   [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10 },
   [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED },
   [HAK_OPT_ARENAS]      = { "ARENAS", 0 },
-  [HAK_OPT_LARGE_CACHE] = { "LARGE_CACHE", 64L << 20 },
+  [HAK_OPT_LARGE_CACHE] = { "LARGE_CACHE", 128L << 20 },
 };
 
 long hak_options[HAK_OPT_COUNT];

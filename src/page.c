@@ -273,6 +273,22 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
   return page;
 }
 
+/* Free every page of the heap that holds no live block (hak_collect). */
+void hak_heap_free_empty_pages(hak_heap_t *heap) {
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    hak_page_t *page = heap->queues[bin].first;
+    while (page != NULL) {
+      hak_page_t *next = page->next;
+      page_collect(page);
+      if (page->used == 0) {
+        hak_page_queue_remove(heap, page);
+        page_free_span(heap, page);
+      }
+      page = next;
+    }
+  }
+}
+
 /* All blocks of an owned page are free again. Keep the only page of a small
  * class (freeing it and taking it back on the next malloc would thrash);
  * return any other to the arena. */

@@ -6,11 +6,7 @@
  * pages, and takes them back, coalescing free neighbours. Free spans keep
  * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
  * so bursts reuse resident memory without system calls; a fully free segment
- * beyond one per arena is unmapped.
- *
- * A HUGE segment holds one block larger than the largest size class. Blocks
- * whose alignment is too large for a segment to hold (HAK_HUGE_ALIGN_MAX)
- * are "giant": mapped on their own and found through a short list. */
+ * beyond one per arena is unmapped. (Huge segments: huge.c.) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -22,7 +18,7 @@ static hak_arena_t arenas[HAK_ARENAS_MAX];
 static unsigned arena_count = 1;
 static _Atomic unsigned arena_next;
 
-static void segment_map_set(hak_segment_t *seg, uint8_t v) {
+void hak_segment_map_set(hak_segment_t *seg, uint8_t v) {
   size_t i = ((uintptr_t)seg >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
   atomic_store_explicit(&hak_segment_map[i], v, memory_order_release);
 }
@@ -112,8 +108,8 @@ void hak_arena_purge_due(hak_arena_t *a) {
   pthread_mutex_unlock(&a->lock);
 }
 
-/* Return every free span's memory to the OS now (malloc_trim). */
-void hak_collect(void) {
+/* Purge every free span now (malloc_trim). */
+void hak_arenas_purge_all(void) {
   for (unsigned i = 0; i < arena_count; i++) {
     pthread_mutex_lock(&arenas[i].lock);
     arena_purge(&arenas[i], hak_clock_ms(), true);
@@ -123,7 +119,7 @@ void hak_collect(void) {
 
 /* ------------------------------------------------------------ segments */
 
-static void segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a) {
+void hak_segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a) {
   seg->cookie = (uintptr_t)seg ^ hak_tag_secret;
   seg->size = size;
   seg->kind = kind;
@@ -133,7 +129,7 @@ static void segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, h
 static hak_segment_t *segment_new(hak_arena_t *a) {
   hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
-  segment_init_header(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_NORMAL, a);
+  hak_segment_init_header(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_NORMAL, a);
   seg->pages[0].span_kind = HAK_SPAN_META;
   seg->pages[0].slice_count = HAK_META_SLICES;
   for (size_t i = 0; i < HAK_SLICES; i++)
@@ -147,7 +143,7 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   span_insert(a, &seg->pages[HAK_META_SLICES], HAK_SLICES - HAK_META_SLICES, false, 0);
   atomic_fetch_add_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)HAK_META_SIZE);
-  segment_map_set(seg, 1);
+  hak_segment_map_set(seg, 1);
   return seg;
 }
 
@@ -158,7 +154,7 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
   if (seg->next) seg->next->prev = seg->prev;
   a->segment_count--;
   a->empty_segments--;
-  segment_map_set(seg, 0);
+  hak_segment_map_set(seg, 0);
   atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)HAK_META_SIZE);
   hak_os_free(seg, HAK_SEGMENT_SIZE);
@@ -227,137 +223,16 @@ void hak_span_free(hak_page_t *span) {
   pthread_mutex_unlock(&a->lock);
 }
 
-/* ------------------------------------------------------------ huge blocks */
-
-void *hak_huge_alloc(size_t size, size_t align, bool zero) {
-  (void)zero;   /* a fresh mapping is zero */
-  if (align > HAK_HUGE_ALIGN_MAX) return hak_giant_alloc(size, align, zero);
-  if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
-  size_t offset = hak_align_up(HAK_META_SIZE, align > HAK_OS_PAGE ? align : HAK_OS_PAGE);
-  size_t total = hak_align_up(offset + size, HAK_OS_PAGE);
-  hak_segment_t *seg = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
-  if (seg == NULL) return NULL;
-  segment_init_header(seg, total, HAK_SEGMENT_HUGE, NULL);
-  hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
-  page->span_kind = HAK_SPAN_HUGE;
-  page->slice_count = 1;
-  page->used = 1;
-  size_t mapped_slices = (total + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  for (size_t i = 0; i < HAK_SLICES && i < mapped_slices; i++) seg->slice_page[i] = page;
-  atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
-  hak_stat_commit((int64_t)total);
-  segment_map_set(seg, 1);
-  return (uint8_t *)seg + offset;
-}
-
-/* Bytes from p to the end of the huge block, or 0 if p is not its start. */
-size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p) {
-  const uint8_t *start = hak_page_area(page);
-  return (const uint8_t *)p == start ? seg->size - (size_t)(start - (uint8_t *)seg) : 0;
-}
-
-void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
-  if (hak_huge_usable_size(seg, page, p) == 0) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
-  segment_map_set(seg, 0);
-  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)seg->size, memory_order_relaxed);
-  hak_stat_commit(-(int64_t)seg->size);
-  hak_os_free(seg, seg->size);
-}
-
-/* Resize a huge block where it lies: shrink by unmapping the tail, grow if
- * the address space after it is free. The header never moves. */
-bool hak_huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
-  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
-  if (new_size > HAK_MAX_REQUEST) return false;
-  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);
-  if (!hak_os_resize_in_place(seg, seg->size, total)) return false;
-  int64_t delta = (int64_t)total - (int64_t)seg->size;
-  atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
-  hak_stat_commit(delta);
-  seg->size = total;
-  return true;
-}
-
-/* ------------------------------------------------------------ giant blocks */
-
-/* A block aligned beyond what a segment can hold: its descriptor lives in
- * the OS page just before it, listed under giant_lock. Rare by nature. */
-typedef struct giant_s {
-  struct giant_s *next;
-  void *base;
-  size_t mapped;
-  uint8_t *block;
-  size_t size;
-} giant_t;
-
-static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
-static giant_t *giants;
-
-void *hak_giant_alloc(size_t size, size_t align, bool zero) {
-  (void)zero;
-  if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
-  size_t mapped = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
-  uint8_t *base = hak_os_alloc_aligned(mapped, HAK_OS_PAGE);
-  if (base == NULL) return NULL;
-  uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
-  giant_t *g = (giant_t *)(block - HAK_OS_PAGE);
-  g->base = base; g->mapped = mapped; g->block = block; g->size = size;
-  pthread_mutex_lock(&giant_lock);
-  g->next = giants;
-  giants = g;
-  pthread_mutex_unlock(&giant_lock);
-  hak_stat_commit((int64_t)mapped);
-  return block;
-}
-
-static giant_t **giant_find(const void *p) {
-  for (giant_t **g = &giants; *g != NULL; g = &(*g)->next)
-    if ((*g)->block == p) return g;
-  return NULL;
-}
-
-bool hak_giant_free(void *p) {
-  pthread_mutex_lock(&giant_lock);
-  giant_t **link = giant_find(p);
-  giant_t *g = link ? *link : NULL;
-  if (g) *link = g->next;
-  pthread_mutex_unlock(&giant_lock);
-  if (g == NULL) return false;
-  hak_stat_commit(-(int64_t)g->mapped);
-  hak_os_free(g->base, g->mapped);
-  return true;
-}
-
-size_t hak_giant_usable_size(const void *p) {
-  pthread_mutex_lock(&giant_lock);
-  giant_t **link = giant_find(p);
-  size_t n = link ? (size_t)((uint8_t *)(*link)->base + (*link)->mapped - (*link)->block) : 0;
-  pthread_mutex_unlock(&giant_lock);
-  return n;
-}
-
 /* ------------------------------------------------------------ fork */
 
 void hak_segments_fork_prepare(void) {
-  pthread_mutex_lock(&giant_lock);
   for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) pthread_mutex_lock(&arenas[i].lock);
 }
 
 void hak_segments_fork_parent(void) {
   for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) pthread_mutex_unlock(&arenas[i].lock);
-  pthread_mutex_unlock(&giant_lock);
 }
 
 void hak_segments_fork_child(void) {
   for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) arena_lock_init(&arenas[i]);
-  pthread_mutex_init(&giant_lock, NULL);
 }
-
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-int malloc_trim(size_t pad) __attribute__((visibility("default")));
-int malloc_trim(size_t pad) {
-  (void)pad;
-  hak_collect();
-  return 1;
-}
-#endif

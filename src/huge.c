@@ -1,0 +1,286 @@
+/* Huge blocks: larger than the largest size class, each in a segment of its
+ * own, so that free() finds them by masking like any other block.
+ *
+ * Freed huge segments go to a small cache, still mapped and aligned: a
+ * program that frees and reallocates big buffers then pays neither
+ * mmap/munmap nor fresh page faults. The cache holds at most
+ * HAKMEM_LARGE_CACHE bytes (oldest out first). While huge blocks keep being
+ * freed and taken, cached memory stays resident; once the cache has seen no
+ * use for HAKMEM_PURGE_DELAY, its memory is purged (mappings kept).
+ *
+ * realloc of a huge block resizes its mapping in place when the address
+ * space allows, and otherwise moves it with mremap onto a fresh aligned
+ * reservation: the kernel moves page tables instead of us copying bytes.
+ *
+ * Blocks whose alignment exceeds what a segment can hold at an offset
+ * (HAK_HUGE_ALIGN_MAX) are "giant": mapped on their own, found through a
+ * short list. Rare by nature. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "internal.h"
+
+_Atomic(int64_t) hak_stat_huge_cache_hits, hak_stat_huge_cache_misses;
+
+/* Offset of the block in its segment: past the header, aligned. */
+static size_t huge_offset(size_t align) {
+  return hak_align_up(HAK_META_SIZE, align > HAK_OS_PAGE ? align : HAK_OS_PAGE);
+}
+
+/* Make `seg` (mapped, `total` bytes) describe one huge block at `offset`. */
+static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
+  hak_segment_init_header(seg, total, HAK_SEGMENT_HUGE, NULL);
+  hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
+  page->span_kind = HAK_SPAN_HUGE;
+  page->slice_count = 1;
+  page->used = 1;
+  size_t mapped_slices = (total + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  for (size_t i = 0; i < HAK_SLICES && i < mapped_slices; i++) seg->slice_page[i] = page;
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
+  hak_stat_commit((int64_t)total);
+  hak_segment_map_set(seg, 1);
+  return (uint8_t *)seg + offset;
+}
+
+/* The block is leaving: forget it in the map and the counters. */
+static void huge_retire(hak_segment_t *seg) {
+  hak_segment_map_set(seg, 0);
+  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)seg->size, memory_order_relaxed);
+  hak_stat_commit(-(int64_t)seg->size);
+}
+
+/* ------------------------------------------------------------ the cache */
+
+#define HUGE_CACHE_SLOTS 32
+
+typedef struct cached_s {
+  hak_segment_t *seg;
+  bool zeroed;                           /* purged with MADV_DONTNEED */
+} cached_t;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static cached_t cache[HUGE_CACHE_SLOTS];   /* oldest first */
+static size_t cache_count, cache_bytes;
+static uint64_t cache_used_at;             /* ms: last take or put */
+static _Atomic(bool) cache_dirty;          /* some entry is not purged */
+
+static void cache_remove_at(size_t i) {
+  cache_bytes -= cache[i].seg->size;
+  memmove(&cache[i], &cache[i + 1], (cache_count - i - 1) * sizeof cache[0]);
+  cache_count--;
+}
+
+/* Purge every entry. Caller holds the lock. */
+static void cache_purge(void) {
+  for (size_t i = 0; i < cache_count; i++) {
+    cached_t *c = &cache[i];
+    if (c->zeroed) continue;
+    /* The header's first page stays: it is rewritten on reuse anyway. */
+    hak_os_purge((uint8_t *)c->seg + HAK_OS_PAGE, c->seg->size - HAK_OS_PAGE);
+    atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)c->seg->size, memory_order_relaxed);
+    c->zeroed = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_DONTNEED;
+  }
+  atomic_store_explicit(&cache_dirty, false, memory_order_relaxed);
+}
+
+/* Called from the allocator's periodic slow-path check: purge the cache
+ * once it has gone unused for the purge delay. */
+void hak_huge_cache_decay(void) {
+  long delay = hak_option(HAK_OPT_PURGE_DELAY);
+  if (delay < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return;
+  if (pthread_mutex_trylock(&cache_lock) != 0) return;
+  if (hak_clock_ms() >= cache_used_at + (uint64_t)delay) cache_purge();
+  pthread_mutex_unlock(&cache_lock);
+}
+
+/* The smallest cached segment of at least `total` bytes, its tail trimmed
+ * if it would waste more than an eighth; or NULL. */
+static hak_segment_t *cache_take(size_t total, bool *zeroed) {
+  hak_segment_t *seg = NULL;
+  pthread_mutex_lock(&cache_lock);
+  size_t best = cache_count;
+  for (size_t i = 0; i < cache_count; i++) {
+    size_t size = cache[i].seg->size;
+    if (size >= total && (best == cache_count || size < cache[best].seg->size)) best = i;
+  }
+  if (best < cache_count) {
+    seg = cache[best].seg;
+    *zeroed = cache[best].zeroed;
+    cache_remove_at(best);
+  }
+  cache_used_at = hak_clock_ms();
+  pthread_mutex_unlock(&cache_lock);
+  atomic_fetch_add_explicit(seg ? &hak_stat_huge_cache_hits : &hak_stat_huge_cache_misses, 1, memory_order_relaxed);
+  if (seg != NULL && seg->size - total > total / 8 && hak_os_resize_in_place(seg, seg->size, total)) seg->size = total;
+  return seg;
+}
+
+/* Keep a freed huge segment, or unmap it if it does not fit the cache. */
+static void cache_put(hak_segment_t *seg) {
+  size_t limit = (size_t)hak_option(HAK_OPT_LARGE_CACHE);
+  hak_segment_t *evicted[HUGE_CACHE_SLOTS];
+  size_t n_evicted = 0;
+  if (seg->size <= limit) {
+    pthread_mutex_lock(&cache_lock);
+    while (cache_count > 0 && (cache_count == HUGE_CACHE_SLOTS || cache_bytes + seg->size > limit)) {
+      evicted[n_evicted++] = cache[0].seg;
+      cache_remove_at(0);
+    }
+    cache[cache_count++] = (cached_t){ seg, false };
+    cache_bytes += seg->size;
+    cache_used_at = hak_clock_ms();
+    atomic_store_explicit(&cache_dirty, true, memory_order_relaxed);
+    pthread_mutex_unlock(&cache_lock);
+    seg = NULL;
+  }
+  for (size_t i = 0; i < n_evicted; i++) hak_os_free(evicted[i], evicted[i]->size);
+  if (seg != NULL) hak_os_free(seg, seg->size);
+}
+
+/* Unmap everything cached (malloc_trim). */
+void hak_huge_cache_flush(void) {
+  pthread_mutex_lock(&cache_lock);
+  while (cache_count > 0) {
+    hak_segment_t *seg = cache[0].seg;
+    cache_remove_at(0);
+    hak_os_free(seg, seg->size);
+  }
+  pthread_mutex_unlock(&cache_lock);
+}
+
+size_t hak_huge_cache_bytes(void) {
+  pthread_mutex_lock(&cache_lock);
+  size_t n = cache_bytes;
+  pthread_mutex_unlock(&cache_lock);
+  return n;
+}
+
+/* ------------------------------------------------------------ huge blocks */
+
+void *hak_huge_alloc(size_t size, size_t align, bool zero) {
+  if (align > HAK_HUGE_ALIGN_MAX) return hak_giant_alloc(size, align);
+  if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
+  size_t offset = huge_offset(align);
+  size_t total = hak_align_up(offset + size, HAK_OS_PAGE);
+  bool zeroed = true;   /* a fresh mapping is */
+  hak_segment_t *seg = cache_take(total, &zeroed);
+  if (seg != NULL) total = seg->size;   /* may be up to an eighth larger */
+  else if ((seg = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE)) == NULL) return NULL;
+  void *p = huge_setup(seg, total, offset);
+  if (zero && !zeroed) memset(p, 0, size);
+  return p;
+}
+
+/* Bytes from p to the end of the huge block, or 0 if p is not its start. */
+size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p) {
+  const uint8_t *start = hak_page_area(page);
+  return (const uint8_t *)p == start ? seg->size - (size_t)(start - (uint8_t *)seg) : 0;
+}
+
+void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
+  if (hak_huge_usable_size(seg, page, p) == 0) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
+  huge_retire(seg);
+  page->span_kind = HAK_SPAN_FREE;
+  cache_put(seg);
+}
+
+/* Resize a huge block: in place if the address space allows, else by moving
+ * its pages with mremap to a new aligned place. NULL if neither works (the
+ * block is then untouched). */
+void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
+  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
+  if (new_size > HAK_MAX_REQUEST) return NULL;
+  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);
+  if (hak_os_resize_in_place(seg, seg->size, total)) {
+    int64_t delta = (int64_t)total - (int64_t)seg->size;
+    atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
+    hak_stat_commit(delta);
+    seg->size = total;
+    return (uint8_t *)seg + offset;
+  }
+  hak_segment_t *target = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
+  if (target == NULL) return NULL;
+  size_t old_size = seg->size;
+  if (mremap(seg, old_size, total, MREMAP_MAYMOVE | MREMAP_FIXED, target) != (void *)target) {
+    hak_os_free(target, total);
+    return NULL;
+  }
+  hak_segment_map_set(seg, 0);   /* the old range is gone; its counters move along */
+  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)old_size, memory_order_relaxed);
+  hak_stat_commit(-(int64_t)old_size);
+  return huge_setup(target, total, offset);
+}
+
+/* ------------------------------------------------------------ giant blocks */
+
+/* A block aligned beyond what a segment can hold: its descriptor lives in
+ * the OS page just before it, listed under giant_lock. */
+typedef struct giant_s {
+  struct giant_s *next;
+  void *base;
+  size_t mapped;
+  uint8_t *block;
+} giant_t;
+
+static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
+static giant_t *giants;
+
+void *hak_giant_alloc(size_t size, size_t align) {
+  if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
+  size_t mapped = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
+  uint8_t *base = hak_os_alloc_aligned(mapped, HAK_OS_PAGE);
+  if (base == NULL) return NULL;
+  uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
+  giant_t *g = (giant_t *)(block - HAK_OS_PAGE);
+  g->base = base;
+  g->mapped = mapped;
+  g->block = block;
+  pthread_mutex_lock(&giant_lock);
+  g->next = giants;
+  giants = g;
+  pthread_mutex_unlock(&giant_lock);
+  hak_stat_commit((int64_t)mapped);
+  return block;
+}
+
+static giant_t **giant_find(const void *p) {
+  for (giant_t **g = &giants; *g != NULL; g = &(*g)->next)
+    if ((*g)->block == p) return g;
+  return NULL;
+}
+
+bool hak_giant_free(void *p) {
+  pthread_mutex_lock(&giant_lock);
+  giant_t **link = giant_find(p);
+  giant_t *g = link ? *link : NULL;
+  if (g) *link = g->next;
+  pthread_mutex_unlock(&giant_lock);
+  if (g == NULL) return false;
+  hak_stat_commit(-(int64_t)g->mapped);
+  hak_os_free(g->base, g->mapped);
+  return true;
+}
+
+size_t hak_giant_usable_size(const void *p) {
+  pthread_mutex_lock(&giant_lock);
+  giant_t **link = giant_find(p);
+  size_t n = link ? (size_t)((uint8_t *)(*link)->base + (*link)->mapped - (*link)->block) : 0;
+  pthread_mutex_unlock(&giant_lock);
+  return n;
+}
+
+/* ------------------------------------------------------------ fork */
+
+void hak_huge_fork_prepare(void) {
+  pthread_mutex_lock(&cache_lock);
+  pthread_mutex_lock(&giant_lock);
+}
+void hak_huge_fork_parent(void) {
+  pthread_mutex_unlock(&giant_lock);
+  pthread_mutex_unlock(&cache_lock);
+}
+void hak_huge_fork_child(void) {
+  pthread_mutex_init(&giant_lock, NULL);
+  pthread_mutex_init(&cache_lock, NULL);
+}
