@@ -29,7 +29,9 @@ HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 /* Return free memory to the OS now (what malloc_trim(0) does). */
 HAKMEM_API void   hak_collect(void);
 
-/* Statistics: the text report on stderr, or one JSON object, written to fd. */
+/* Statistics: the text report on stderr, or one JSON object, written to fd.
+ * Per-class call counts need HAKMEM_STATS set at start-up; the rest (live
+ * blocks, pages, segments, memory) is always there. */
 HAKMEM_API void   hak_stats_print(void);
 HAKMEM_API void   hak_stats_write_json(int fd);
 

@@ -32,15 +32,18 @@ void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
     heap = hak_heap_thread_init();
     if (heap == NULL) { errno = ENOMEM; return NULL; }
   }
-  if (size > HAK_MEDIUM_MAX) return hak_huge_alloc(size, 0, zero);   /* fresh mappings are zero */
+  if (size > HAK_MEDIUM_MAX) {
+    if (hak_owner_counted) heap->stats[0].allocs++;
+    return hak_huge_alloc(size, 0, zero);
+  }
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page == NULL || page->free == NULL) {
-    if ((++heap->slow_calls & 63) == 0) {   /* now and then: memory due back to the OS */
-      hak_arena_purge_due(heap->arena);
-      hak_huge_cache_decay();
-    }
+    /* Memory due back to the OS: each check is one load when nothing is due. */
+    hak_arenas_purge_due();
+    hak_huge_cache_decay();
+    hak_reclaim_sweep(heap, false);
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
@@ -48,6 +51,7 @@ void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
   page->free = b->next;
   page->used++;
   b->free_tag = 0;
+  if (hak_owner_counted) heap->stats[bin].allocs++;
   if (zero) memset(b, 0, size);
   return b;
 }

@@ -52,8 +52,21 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
   if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
 }
 
+/* HAKMEM_STATS: every free comes here, and is counted on the freeing
+ * thread's heap (which a thread that only frees may not have yet). */
+static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool remote) {
+  if (heap == &hak_heap_empty && (heap = hak_heap_thread_init()) == NULL) return &hak_heap_empty;
+  heap->stats[bin].frees++;
+  if (remote) heap->stats[bin].remote_frees++;
+  return heap;
+}
+
 void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p) {
-  if (page->span_kind == HAK_SPAN_HUGE) { hak_huge_free(seg, page, p); return; }
+  if (page->span_kind == HAK_SPAN_HUGE) {
+    if (hak_owner_counted) count_free(heap, 0, false);
+    hak_huge_free(seg, page, p);
+    return;
+  }
   uint8_t *area = hak_page_area(page);
   if (page->span_kind != HAK_SPAN_PAGE || (uint8_t *)p < area ||
       (uint8_t *)p >= area + ((size_t)page->slice_count << HAK_SLICE_SHIFT))
@@ -64,15 +77,13 @@ void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, vo
   uintptr_t owner = hak_page_owner(page);
   if ((void *)b != p && !(owner & HAK_OWNER_ALIGNED)) report_foreign(p);
 
-  uintptr_t mine = (uintptr_t)heap;
-  if ((owner & ~(uintptr_t)HAK_OWNER_ALIGNED) == mine) {
-    free_local(heap, page, b);
-  } else if ((owner & ~(uintptr_t)HAK_OWNER_ALIGNED) == (mine | HAK_OWNER_ABANDONED) &&
-             heap != &hak_heap_empty && hak_page_try_readopt(heap, page)) {
-    free_local(heap, page, b);   /* our own full page: take it back */
-  } else {
-    free_remote(page, b);
-  }
+  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(owner);
+  bool local = owner_heap == mine ||
+               (owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
+                hak_page_try_readopt(heap, page));   /* our own full page: take it back */
+  if (hak_unlikely(hak_owner_counted)) heap = count_free(heap, page->bin, !local);
+  if (local) free_local(heap, page, b);
+  else free_remote(page, b);
 }
 
 /* NULL, a giant block, or a pointer that is not ours. */

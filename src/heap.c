@@ -25,7 +25,7 @@ void hak_heap_key_create(void) {
 
 void hak_heap_update_direct(hak_heap_t *heap, size_t bin) {
   size_t size = hak_bin_size(bin);
-  if (size > HAK_SMALL_MAX) return;
+  if (size > HAK_SMALL_MAX || hak_owner_counted) return;   /* counting: every malloc goes generic */
   hak_page_t *page = heap->queues[bin].first;
   if (page == NULL) page = &hak_page_empty;
   size_t lo = bin == 1 ? 0 : (hak_bin_size(bin - 1) >> 4) + 1;
@@ -87,7 +87,11 @@ void hak_heap_thread_done(hak_heap_t *heap) {
  * free spans of every arena, the cached huge blocks. */
 void hak_collect(void) {
   hak_heap_t *heap = hak_heap_get();
-  if (heap != &hak_heap_empty) hak_heap_free_empty_pages(heap);
+  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
+  if (heap != NULL) {
+    hak_heap_free_empty_pages(heap);
+    hak_reclaim_sweep(heap, true);
+  }
   hak_arenas_purge_all();
   hak_huge_cache_flush();
 }

@@ -38,16 +38,19 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   size_t mapped_slices = (total + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
   for (size_t i = 0; i < HAK_SLICES && i < mapped_slices; i++) seg->slice_page[i] = page;
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)total);
   hak_segment_map_set(seg, 1);
   return (uint8_t *)seg + offset;
 }
 
-/* The block is leaving: forget it in the map and the counters. */
-static void huge_retire(hak_segment_t *seg) {
+/* The block of `size` mapped bytes at seg is leaving: forget it in the map
+ * and the counters. (Its header may be gone already: not read.) */
+static void huge_retire(hak_segment_t *seg, size_t size) {
   hak_segment_map_set(seg, 0);
-  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)seg->size, memory_order_relaxed);
-  hak_stat_commit(-(int64_t)seg->size);
+  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)size, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
+  hak_stat_commit(-(int64_t)size);
 }
 
 /* ------------------------------------------------------------ the cache */
@@ -180,7 +183,7 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
 
 void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
   if (hak_huge_usable_size(seg, page, p) == 0) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
-  huge_retire(seg);
+  huge_retire(seg, seg->size);
   page->span_kind = HAK_SPAN_FREE;
   cache_put(seg);
 }
@@ -206,9 +209,7 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
     hak_os_free(target, total);
     return NULL;
   }
-  hak_segment_map_set(seg, 0);   /* the old range is gone; its counters move along */
-  atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)old_size, memory_order_relaxed);
-  hak_stat_commit(-(int64_t)old_size);
+  huge_retire(seg, old_size);   /* the old range is gone */
   return huge_setup(target, total, offset);
 }
 

@@ -103,8 +103,16 @@ enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_HUGE, HAK_SPAN_META };
 enum {
   HAK_OWNER_ALIGNED   = 1,  /* some block went out at an interior aligned address */
   HAK_OWNER_ABANDONED = 2,  /* not owned; the heap bits name the last owner, who may take it back */
-  HAK_OWNER_BITS      = 3,
+  HAK_OWNER_COUNTED   = 4,  /* HAKMEM_STATS counts every call: keep frees off the fast path */
+  HAK_OWNER_BITS      = 7,
 };
+
+/* HAK_OWNER_COUNTED when HAKMEM_STATS is on, else 0; set once at start-up.
+ * Counting then costs the fast paths nothing when it is off: with it on,
+ * the direct table stays empty and every owner word carries the bit, so
+ * every malloc and free takes the generic path, which counts. */
+extern uintptr_t hak_owner_counted HAK_INTERNAL;
+#define HAK_OWNER_HEAP(owner) ((owner) & ~(uintptr_t)(HAK_OWNER_ALIGNED | HAK_OWNER_COUNTED))
 
 /* A page descriptor: one per slice of a segment, describing the span that
  * starts at that slice (the descriptors of a span's other slices are unused).
@@ -217,8 +225,11 @@ typedef struct hak_page_queue_s {
   hak_page_t *first, *last;
 } hak_page_queue_t;
 
+/* Per-thread counters, per size class (class 0: huge blocks). The call
+ * counters move only when HAKMEM_STATS is on; the page counters always. */
 typedef struct hak_bin_stats_s {
-  uint64_t alloc_pages, free_pages, reclaimed_pages, abandoned_pages;
+  uint64_t allocs, frees, remote_frees;
+  uint64_t pages_new, pages_freed, pages_abandoned, pages_adopted;
 } hak_bin_stats_t;
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
@@ -229,7 +240,6 @@ typedef struct hak_heap_s {
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (hak_heaps_lock) */
-  uint32_t slow_calls;
   hak_bin_stats_t stats[HAK_BINS];
 } hak_heap_t;
 
@@ -270,8 +280,10 @@ HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
-HAK_INTERNAL void hak_arena_purge_due(hak_arena_t *arena);
+HAK_INTERNAL void hak_arenas_purge_due(void);
 HAK_INTERNAL void hak_arenas_purge_all(void);
+typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
+HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
 HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, uint8_t v);
 HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a);
 HAK_INTERNAL void hak_segments_fork_prepare(void);
@@ -298,6 +310,7 @@ HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
+HAK_INTERNAL void hak_reclaim_sweep(hak_heap_t *heap, bool force);
 HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
@@ -342,6 +355,7 @@ extern _Atomic(int64_t) hak_stat_committed HAK_INTERNAL, hak_stat_committed_peak
 extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_huge_cache_hits HAK_INTERNAL, hak_stat_huge_cache_misses HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_huge_count HAK_INTERNAL, hak_stat_segments_released HAK_INTERNAL;
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #endif

@@ -72,7 +72,7 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->bin = (uint8_t)bin;
   page->block_size = (uint32_t)bs;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
-  atomic_store_explicit(&page->owner, (uintptr_t)heap, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
 }
 
 /* Carve more blocks from the page's never-used area onto its free list. */
@@ -136,13 +136,21 @@ typedef struct reclaim_s {
 
 static reclaim_t reclaims[HAK_BINS];
 static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(uint64_t) published_count;   /* pages published, ever */
+static _Atomic(uint64_t) swept_count;       /* published_count at the last sweep */
+static _Atomic(uint64_t) swept_at;          /* ms: when the last sweep began */
 
-void hak_page_publish(hak_page_t *page) {
+static void reclaim_push(hak_page_t *page) {
   reclaim_t *r = &reclaims[page->bin];
   hak_page_t *head = atomic_load_explicit(&r->pushed, memory_order_relaxed);
   do {
     page->next = head;
   } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
+}
+
+void hak_page_publish(hak_page_t *page) {
+  atomic_fetch_add_explicit(&published_count, 1, memory_order_relaxed);
+  reclaim_push(page);
 }
 
 static hak_page_t *reclaim_pop(size_t bin) {
@@ -175,16 +183,16 @@ void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 
 static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-  heap->stats[page->bin].free_pages++;
+  heap->stats[page->bin].pages_freed++;
   hak_span_free(page);
 }
 
 /* Give up a page (caller removed it from its queue). With free blocks in it,
  * it is published for adoption now; full, it waits for its first remote free
  * to be published. `last_owner` may take it back on free (NULL at exit). */
-static void page_abandon(hak_page_t *page, hak_heap_t *last_owner) {
+static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
-  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED |
+  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
                         (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
@@ -193,22 +201,25 @@ static void page_abandon(hak_page_t *page, hak_heap_t *last_owner) {
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
                                                   (old & ~(uintptr_t)HAK_XSTATE_MASK) | state,
                                                   memory_order_release, memory_order_relaxed));
-  if (state == HAK_XSTATE_PUBLISHED) hak_page_publish(page);
+  if (state == HAK_XSTATE_PUBLISHED) {
+    if (swept) reclaim_push(page);   /* back where the sweep took it from */
+    else hak_page_publish(page);
+  }
 }
 
 void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_remove(heap, page);
   page_collect(page);
   if (page->used == 0) { page_free_span(heap, page); return; }
-  heap->stats[page->bin].abandoned_pages++;
-  page_abandon(page, NULL);
+  heap->stats[page->bin].pages_abandoned++;
+  page_abandon(page, NULL, false);
 }
 
 /* Caller won the page through xthread_free: name itself as owner, keeping
  * the aligned-blocks bit, which belongs to the page's blocks. */
 static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t aligned = hak_page_owner(page) & HAK_OWNER_ALIGNED;
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned | hak_owner_counted, memory_order_relaxed);
 }
 
 /* Become the owner of a page popped from a reclaim queue. */
@@ -217,7 +228,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   page_take_ownership(heap, page);
   page_take_remote(page, xfree);
   if (page->free == NULL) { page->free = page->local_free; page->local_free = NULL; }
-  heap->stats[page->bin].reclaimed_pages++;
+  heap->stats[page->bin].pages_adopted++;
 }
 
 /* The last owner of a full page frees into it: take it back (if nobody has
@@ -252,8 +263,8 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
     }
     /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
     hak_page_queue_remove(heap, page);
-    heap->stats[bin].abandoned_pages++;
-    page_abandon(page, heap);
+    heap->stats[bin].pages_abandoned++;
+    page_abandon(page, heap, false);
     page = next;
   }
 
@@ -261,7 +272,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
     page_adopt(heap, page);
     if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
     if (page->free != NULL) { hak_page_queue_push_front(heap, page); return page; }
-    page_abandon(page, heap);   /* raced to full again: rare */
+    page_abandon(page, heap, false);   /* raced to full again: rare */
   }
 
   page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)));
@@ -269,8 +280,41 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
   page_init(heap, page, bin);
   page_extend(page);
   hak_page_queue_push_front(heap, page);
-  heap->stats[bin].alloc_pages++;
+  heap->stats[bin].pages_new++;
   return page;
+}
+
+/* Pages published for a class that nobody allocates any more would keep
+ * their memory for ever, even once every block in them is freed. So, at
+ * most once per purge delay and only if something was published since, a
+ * thread in the slow path takes every published page, frees those with no
+ * live block and publishes the rest again. `force`: now (hak_collect). */
+void hak_reclaim_sweep(hak_heap_t *heap, bool force) {
+  uint64_t published = atomic_load_explicit(&published_count, memory_order_relaxed);
+  long delay = hak_option(HAK_OPT_PURGE_DELAY);
+  if (!force && (published == atomic_load_explicit(&swept_count, memory_order_relaxed) || delay < 0)) return;
+  uint64_t now = hak_clock_ms();
+  if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return;
+  if (force) pthread_mutex_lock(&reclaim_lock);
+  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return;
+  atomic_store_explicit(&swept_at, now, memory_order_relaxed);
+  atomic_store_explicit(&swept_count, published, memory_order_relaxed);
+  hak_page_t *taken = NULL;
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    reclaim_t *r = &reclaims[bin];
+    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
+    while (list != NULL) { hak_page_t *next = list->next; list->next = taken; taken = list; list = next; }
+    while (r->queued != NULL) { hak_page_t *next = r->queued->next; r->queued->next = taken; taken = r->queued; r->queued = next; }
+    atomic_store_explicit(&r->has_queued, false, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&reclaim_lock);
+  while (taken != NULL) {
+    hak_page_t *page = taken;
+    taken = page->next;
+    page_adopt(heap, page);
+    if (page->used == 0) page_free_span(heap, page);
+    else page_abandon(page, NULL, true);
+  }
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */

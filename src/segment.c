@@ -99,13 +99,30 @@ static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
   __atomic_store_n(&a->next_purge, next, __ATOMIC_RELAXED);
 }
 
-void hak_arena_purge_due(hak_arena_t *a) {
-  if (hak_option(HAK_OPT_PURGE_DELAY) < 0) return;
-  uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
-  if (due == 0 || hak_clock_ms() < due) return;
-  if (pthread_mutex_trylock(&a->lock) != 0) return;   /* someone else is in there */
-  arena_purge(a, hak_clock_ms(), false);
-  pthread_mutex_unlock(&a->lock);
+/* Purge what is due in any arena (a span may be freed into another
+ * thread's arena, whose owner has gone quiet). One load per arena when
+ * nothing is due. */
+void hak_arenas_purge_due(void) {
+  for (unsigned i = 0; i < arena_count; i++) {
+    hak_arena_t *a = &arenas[i];
+    uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
+    if (due == 0 || hak_option(HAK_OPT_PURGE_DELAY) < 0 || hak_clock_ms() < due) continue;
+    if (pthread_mutex_trylock(&a->lock) != 0) continue;   /* someone else is in there */
+    arena_purge(a, hak_clock_ms(), false);
+    pthread_mutex_unlock(&a->lock);
+  }
+}
+
+/* Call fn on every span (free, page or meta) of every arena's segments,
+ * each arena locked in turn. Page fields are read while their owners may
+ * be changing them: the figures are a snapshot, for statistics. */
+void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg) {
+  for (unsigned i = 0; i < arena_count; i++) {
+    pthread_mutex_lock(&arenas[i].lock);
+    for (hak_segment_t *seg = arenas[i].segments; seg != NULL; seg = seg->next)
+      for (size_t s = 0; s < HAK_SLICES; s += seg->pages[s].slice_count) fn(&seg->pages[s], arg);
+    pthread_mutex_unlock(&arenas[i].lock);
+  }
 }
 
 /* Purge every free span now (malloc_trim). */
@@ -156,6 +173,7 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
   a->empty_segments--;
   hak_segment_map_set(seg, 0);
   atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_segments_released, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)HAK_META_SIZE);
   hak_os_free(seg, HAK_SEGMENT_SIZE);
 }

@@ -1,12 +1,25 @@
-/* Statistics: process-wide counters kept with atomics off the fast paths,
- * per-thread page counters merged when the report is made, and the report
- * itself (text, or one JSON object). */
+/* Statistics and the report.
+ *
+ * Three sources, none of them on a fast path:
+ * - process-wide atomics kept by the slow paths (segments, committed bytes,
+ *   purges, the huge-block cache);
+ * - per-thread counters per size class in each heap (pages always; calls
+ *   only when HAKMEM_STATS is on, see hak_owner_counted), merged here with
+ *   those of exited threads;
+ * - a walk of every arena's spans for what is there now (live blocks,
+ *   pages in use, empty, abandoned).
+ * The report is text, or one JSON object; mallinfo2() and malloc_stats()
+ * give the same figures. */
+#define _GNU_SOURCE
+#include <malloc.h>
 #include <string.h>
 #include <unistd.h>
 #include "internal.h"
 
+uintptr_t hak_owner_counted;
 _Atomic(int64_t) hak_stat_committed, hak_stat_committed_peak;
-_Atomic(int64_t) hak_stat_segments, hak_stat_huge_bytes, hak_stat_purged;
+_Atomic(int64_t) hak_stat_segments, hak_stat_segments_released, hak_stat_purged;
+_Atomic(int64_t) hak_stat_huge_bytes, hak_stat_huge_count;
 
 void hak_stat_commit(int64_t delta) {
   int64_t now = atomic_fetch_add_explicit(&hak_stat_committed, delta, memory_order_relaxed) + delta;
@@ -16,16 +29,22 @@ void hak_stat_commit(int64_t delta) {
   }
 }
 
-/* Counters of threads that have exited. */
+static int64_t stat(_Atomic(int64_t) *s) { return atomic_load_explicit(s, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ gathering */
+
 static pthread_mutex_t exited_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_bin_stats_t exited[HAK_BINS];
+static hak_bin_stats_t exited[HAK_BINS];   /* counters of threads that have exited */
 
 static void add_bins(hak_bin_stats_t *into, const hak_bin_stats_t *from) {
   for (size_t b = 0; b < HAK_BINS; b++) {
-    into[b].alloc_pages += from[b].alloc_pages;
-    into[b].free_pages += from[b].free_pages;
-    into[b].reclaimed_pages += from[b].reclaimed_pages;
-    into[b].abandoned_pages += from[b].abandoned_pages;
+    into[b].allocs += from[b].allocs;
+    into[b].frees += from[b].frees;
+    into[b].remote_frees += from[b].remote_frees;
+    into[b].pages_new += from[b].pages_new;
+    into[b].pages_freed += from[b].pages_freed;
+    into[b].pages_abandoned += from[b].pages_abandoned;
+    into[b].pages_adopted += from[b].pages_adopted;
   }
 }
 
@@ -35,53 +54,152 @@ void hak_stats_merge_exited(hak_heap_t *heap) {
   pthread_mutex_unlock(&exited_lock);
 }
 
-static void merge_live(hak_heap_t *heap, void *into) { add_bins(into, heap->stats); }
+static void merge_live_heap(hak_heap_t *heap, void *into) { add_bins(into, heap->stats); }
 
-static void collect_bins(hak_bin_stats_t *bins) {
-  memset(bins, 0, sizeof(hak_bin_stats_t) * HAK_BINS);
-  pthread_mutex_lock(&exited_lock);
-  add_bins(bins, exited);
-  pthread_mutex_unlock(&exited_lock);
-  hak_heaps_visit(merge_live, bins);
+/* What the span walk sees now, per size class. */
+typedef struct census_s {
+  uint64_t live_blocks, pages_in_use, pages_empty, pages_unowned;
+} census_t;
+
+typedef struct snapshot_s {
+  hak_bin_stats_t counts[HAK_BINS];
+  census_t census[HAK_BINS];
+  uint64_t live_bytes, free_spans, free_span_bytes, dirty_span_bytes;
+} snapshot_t;
+
+static void census_span(const hak_page_t *span, void *arg) {
+  snapshot_t *s = arg;
+  size_t bytes = (size_t)span->slice_count * HAK_SLICE_SIZE;
+  if (span->span_kind == HAK_SPAN_FREE) {
+    s->free_spans++;
+    s->free_span_bytes += bytes;
+    if (span->dirty) s->dirty_span_bytes += bytes;
+    return;
+  }
+  if (span->span_kind != HAK_SPAN_PAGE) return;
+  census_t *c = &s->census[span->bin];
+  uint16_t used = __atomic_load_n(&span->used, __ATOMIC_RELAXED);
+  c->live_blocks += used;
+  s->live_bytes += (uint64_t)used * span->block_size;
+  if (used == 0) c->pages_empty++;
+  else if (hak_page_owner(span) & HAK_OWNER_ABANDONED) c->pages_unowned++;
+  else c->pages_in_use++;
 }
 
-static int64_t stat(_Atomic(int64_t) *s) { return atomic_load_explicit(s, memory_order_relaxed); }
+static void take_snapshot(snapshot_t *s) {
+  memset(s, 0, sizeof *s);
+  pthread_mutex_lock(&exited_lock);
+  add_bins(s->counts, exited);
+  pthread_mutex_unlock(&exited_lock);
+  hak_heaps_visit(merge_live_heap, s->counts);
+  hak_arenas_visit_spans(census_span, s);
+}
+
+/* Live blocks of a class: exact from the call counters when counting (a
+ * page's `used` also counts remote frees not yet collected), else the walk. */
+static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
+  const hak_bin_stats_t *c = &s->counts[bin];
+  return hak_owner_counted ? c->allocs - c->frees : s->census[bin].live_blocks;
+}
+
+/* ------------------------------------------------------------ the report */
+
+typedef struct totals_s {
+  int64_t segments, segments_released, committed, committed_peak, purged;
+  int64_t huge_count, huge_bytes, cache_hits, cache_misses;
+  size_t cache_bytes, rss;
+} totals_t;
+
+static void take_totals(totals_t *t) {
+  t->segments = stat(&hak_stat_segments);
+  t->segments_released = stat(&hak_stat_segments_released);
+  t->committed = stat(&hak_stat_committed);
+  t->committed_peak = stat(&hak_stat_committed_peak);
+  t->purged = stat(&hak_stat_purged);
+  t->huge_count = stat(&hak_stat_huge_count);
+  t->huge_bytes = stat(&hak_stat_huge_bytes);
+  t->cache_hits = stat(&hak_stat_huge_cache_hits);
+  t->cache_misses = stat(&hak_stat_huge_cache_misses);
+  t->cache_bytes = hak_huge_cache_bytes();
+  t->rss = hak_process_rss();
+}
+
+static bool class_is_used(const snapshot_t *s, size_t b) {
+  const hak_bin_stats_t *c = &s->counts[b];
+  return c->allocs || c->frees || c->pages_new || c->pages_adopted || s->census[b].pages_in_use ||
+         s->census[b].pages_empty || s->census[b].pages_unowned;
+}
 
 static void write_text(int fd) {
-  hak_bin_stats_t bins[HAK_BINS];
-  collect_bins(bins);
-  hak_format_fd(fd, "hakmem stats\n%10s %12s %12s %12s %12s\n", "class", "pages new", "pages freed", "abandoned", "reclaimed");
-  for (size_t b = 1; b < HAK_BINS; b++) {
-    hak_bin_stats_t *s = &bins[b];
-    if (s->alloc_pages == 0 && s->reclaimed_pages == 0) continue;
-    hak_format_fd(fd, "%10zu %12llu %12llu %12llu %12llu\n", hak_bin_size(b),
-                  (unsigned long long)s->alloc_pages, (unsigned long long)s->free_pages,
-                  (unsigned long long)s->abandoned_pages, (unsigned long long)s->reclaimed_pages);
+  static snapshot_t s;   /* large: not on the stack of whatever thread asks */
+  static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&report_lock);
+  take_snapshot(&s);
+  totals_t t;
+  take_totals(&t);
+  hak_format_fd(fd, "hakmem statistics%s\n", hak_owner_counted ? "" : " (calls not counted: set HAKMEM_STATS=1)");
+  hak_format_fd(fd, "%9s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
+                "live", "used", "empty", "unown", "new", "adopted");
+  for (size_t b = 0; b < HAK_BINS; b++) {
+    if (!class_is_used(&s, b)) continue;
+    const hak_bin_stats_t *c = &s.counts[b];
+    const census_t *n = &s.census[b];
+    char name[16];
+    if (b == 0) hak_format(name, sizeof name, "huge");
+    else hak_format(name, sizeof name, "%zu", hak_bin_size(b));
+    hak_format_fd(fd, "%9s %11llu %11llu %11llu %10llu  %6llu %6llu %6llu %6llu %7llu\n", name,
+                  (unsigned long long)c->allocs, (unsigned long long)c->frees, (unsigned long long)c->remote_frees,
+                  (unsigned long long)(b == 0 ? (uint64_t)t.huge_count : live_blocks(&s, b)),
+                  (unsigned long long)n->pages_in_use, (unsigned long long)n->pages_empty,
+                  (unsigned long long)n->pages_unowned, (unsigned long long)c->pages_new,
+                  (unsigned long long)c->pages_adopted);
   }
-  hak_format_fd(fd, "segments %lld, huge bytes %lld, committed %lld (peak %lld), purged %lld, rss %zu\n",
-                (long long)stat(&hak_stat_segments), (long long)stat(&hak_stat_huge_bytes),
-                (long long)stat(&hak_stat_committed), (long long)stat(&hak_stat_committed_peak),
-                (long long)stat(&hak_stat_purged), hak_process_rss());
+  hak_format_fd(fd, "segments: %lld mapped, %lld released; free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
+                (long long)t.segments, (long long)t.segments_released, (unsigned long long)s.free_spans,
+                (unsigned long long)(s.free_span_bytes >> 10), (unsigned long long)(s.dirty_span_bytes >> 10));
+  hak_format_fd(fd, "huge: %lld blocks, %lld KiB; cache %zu KiB, %lld hits, %lld misses\n", (long long)t.huge_count,
+                (long long)(t.huge_bytes >> 10), t.cache_bytes >> 10, (long long)t.cache_hits, (long long)t.cache_misses);
+  hak_format_fd(fd, "memory: live %llu KiB, committed %lld KiB (peak %lld KiB), purged %lld KiB in all, rss %zu KiB\n",
+                (unsigned long long)((s.live_bytes + (uint64_t)t.huge_bytes) >> 10), (long long)(t.committed >> 10),
+                (long long)(t.committed_peak >> 10), (long long)(t.purged >> 10), t.rss >> 10);
+  pthread_mutex_unlock(&report_lock);
 }
 
 void hak_stats_write_json(int fd) {
-  hak_bin_stats_t bins[HAK_BINS];
-  collect_bins(bins);
-  hak_format_fd(fd, "{\"classes\":[");
+  static snapshot_t s;
+  static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&report_lock);
+  take_snapshot(&s);
+  totals_t t;
+  take_totals(&t);
+  hak_format_fd(fd, "{\"counted\":%s,\"classes\":[", hak_owner_counted ? "true" : "false");
   bool first = true;
-  for (size_t b = 1; b < HAK_BINS; b++) {
-    hak_bin_stats_t *s = &bins[b];
-    if (s->alloc_pages == 0 && s->reclaimed_pages == 0) continue;
-    hak_format_fd(fd, "%s{\"size\":%zu,\"pages_new\":%llu,\"pages_freed\":%llu,\"pages_abandoned\":%llu,\"pages_reclaimed\":%llu}",
-                  first ? "" : ",", hak_bin_size(b), (unsigned long long)s->alloc_pages,
-                  (unsigned long long)s->free_pages, (unsigned long long)s->abandoned_pages,
-                  (unsigned long long)s->reclaimed_pages);
+  for (size_t b = 0; b < HAK_BINS; b++) {
+    if (!class_is_used(&s, b)) continue;
+    const hak_bin_stats_t *c = &s.counts[b];
+    const census_t *n = &s.census[b];
+    hak_format_fd(fd, "%s{\"size\":%zu,\"allocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,\"live\":%llu,"
+                  "\"pages_in_use\":%llu,\"pages_empty\":%llu,\"pages_unowned\":%llu,\"pages_new\":%llu,"
+                  "\"pages_freed\":%llu,\"pages_abandoned\":%llu,\"pages_adopted\":%llu}",
+                  first ? "" : ",", b == 0 ? (size_t)0 : hak_bin_size(b), (unsigned long long)c->allocs,
+                  (unsigned long long)c->frees, (unsigned long long)c->remote_frees,
+                  (unsigned long long)(b == 0 ? (uint64_t)t.huge_count : live_blocks(&s, b)),
+                  (unsigned long long)n->pages_in_use, (unsigned long long)n->pages_empty,
+                  (unsigned long long)n->pages_unowned, (unsigned long long)c->pages_new,
+                  (unsigned long long)c->pages_freed, (unsigned long long)c->pages_abandoned,
+                  (unsigned long long)c->pages_adopted);
     first = false;
   }
-  hak_format_fd(fd, "],\"segments\":%lld,\"huge_bytes\":%lld,\"committed\":%lld,\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",
-                (long long)stat(&hak_stat_segments), (long long)stat(&hak_stat_huge_bytes),
-                (long long)stat(&hak_stat_committed), (long long)stat(&hak_stat_committed_peak),
-                (long long)stat(&hak_stat_purged), hak_process_rss());
+  hak_format_fd(fd, "],\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
+                "\"unpurged_bytes\":%llu,\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
+                "\"huge_cache_hits\":%lld,\"huge_cache_misses\":%lld,\"live_bytes\":%llu,\"committed\":%lld,"
+                "\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",
+                (long long)t.segments, (long long)t.segments_released, (unsigned long long)s.free_spans,
+                (unsigned long long)s.free_span_bytes, (unsigned long long)s.dirty_span_bytes,
+                (long long)t.huge_count, (long long)t.huge_bytes, t.cache_bytes, (long long)t.cache_hits,
+                (long long)t.cache_misses, (unsigned long long)(s.live_bytes + (uint64_t)t.huge_bytes),
+                (long long)t.committed, (long long)t.committed_peak, (long long)t.purged, t.rss);
+  pthread_mutex_unlock(&report_lock);
 }
 
 void hak_stats_print(void) { write_text(STDERR_FILENO); }
@@ -91,3 +209,40 @@ void hak_stats_at_exit(void) {
   if (mode == HAK_STATS_TEXT) write_text(STDERR_FILENO);
   else if (mode == HAK_STATS_JSON) hak_stats_write_json(STDERR_FILENO);
 }
+
+/* ------------------------------------------------------------ glibc's views */
+
+struct mallinfo2 hak_mallinfo2(void) {
+  static snapshot_t s;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  take_snapshot(&s);
+  totals_t t;
+  take_totals(&t);
+  pthread_mutex_unlock(&lock);
+  struct mallinfo2 mi = { 0 };
+  size_t live = (size_t)s.live_bytes + (size_t)t.huge_bytes;
+  mi.arena = (size_t)t.committed;                /* bytes hakmem holds for blocks */
+  mi.ordblks = (size_t)s.free_spans;             /* free chunks: free spans */
+  mi.hblks = (size_t)t.huge_count;               /* blocks mapped on their own */
+  mi.hblkhd = (size_t)t.huge_bytes;
+  mi.usmblks = (size_t)t.committed_peak;
+  mi.uordblks = live;                            /* in live blocks */
+  mi.fordblks = mi.arena > live ? mi.arena - live : 0;
+  mi.keepcost = (size_t)s.dirty_span_bytes;      /* what malloc_trim would return */
+  return mi;
+}
+
+#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
+__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) { return hak_mallinfo2(); }
+
+__attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = hak_mallinfo2();
+  struct mallinfo m = { 0 };
+  m.arena = (int)m2.arena; m.ordblks = (int)m2.ordblks; m.hblks = (int)m2.hblks; m.hblkhd = (int)m2.hblkhd;
+  m.usmblks = (int)m2.usmblks; m.uordblks = (int)m2.uordblks; m.fordblks = (int)m2.fordblks; m.keepcost = (int)m2.keepcost;
+  return m;
+}
+
+__attribute__((visibility("default"))) void malloc_stats(void) { write_text(STDERR_FILENO); }
+#endif

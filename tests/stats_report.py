@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Checks hakmem's statistics: runs tests/test_stats (known work across
+threads) with HAKMEM_STATS set, parses its JSON snapshots and the report at
+exit, and checks the counts add up; also the text report and the warning for
+an unknown HAKMEM_* variable.  Usage: stats_report.py <test_stats binary>"""
+import json
+import os
+import subprocess
+import sys
+
+SIZE_CLASS, N = 6144, 3000   # as in test_stats.c
+
+
+def run(binary, **env):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HAKMEM_")}
+    full_env.update(env)
+    proc = subprocess.run([binary], env=full_env, capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        sys.exit(f"FAIL: {binary} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def snapshots(stdout):
+    snaps = {}
+    for line in stdout.splitlines():
+        if line.startswith("snapshot "):
+            _, name, payload = line.split(" ", 2)
+            snaps[name] = json.loads(payload)
+    return snaps
+
+
+def by_size(snap):
+    return {c["size"]: c for c in snap["classes"]}
+
+
+def check(cond, message):
+    if not cond:
+        sys.exit(f"FAIL: {message}")
+
+
+def delta(a, b, size, field):
+    return by_size(b).get(size, {}).get(field, 0) - by_size(a).get(size, {}).get(field, 0)
+
+
+def counted_run(binary):
+    proc = run(binary, HAKMEM_STATS="json")
+    snaps = snapshots(proc.stdout)
+    check(set(snaps) == {"start", "held", "freed"}, f"snapshots {sorted(snaps)}")
+    start, held, freed = snaps["start"], snaps["held"], snaps["freed"]
+    for name, snap in snaps.items():
+        check(snap["counted"] is True, f"{name}: calls counted")
+        for c in snap["classes"]:
+            check(c["live"] == c["allocs"] - c["frees"], f"{name}: class {c['size']}: live = allocs - frees")
+            check(min(v for v in c.values() if isinstance(v, int)) >= 0, f"{name}: class {c['size']}: negative")
+    check(delta(start, held, SIZE_CLASS, "allocs") == N, "allocs of the test class")
+    check(delta(start, held, SIZE_CLASS, "frees") == N // 4, "local frees of the thread")
+    check(delta(start, held, SIZE_CLASS, "remote_frees") == 0, "no remote frees yet")
+    check(delta(start, held, SIZE_CLASS, "live") == N - N // 4, "live while held")
+    check(delta(held, freed, SIZE_CLASS, "frees") == N - N // 4, "frees by main")
+    check(delta(held, freed, SIZE_CLASS, "remote_frees") == N - N // 4, "main's frees are cross-thread")
+    check(delta(start, freed, SIZE_CLASS, "live") == 0, "nothing of the test class left live")
+    check(delta(start, held, 0, "allocs") == 1 and delta(held, freed, 0, "frees") == 1, "the huge block")
+    check(held["huge_blocks"] >= 1 and held["live_bytes"] >= (N - N // 4) * 6000, "memory held")
+    for key in ("segments", "committed", "committed_peak", "purged", "rss", "huge_cache_hits"):
+        check(key in freed and freed[key] >= 0, f"total {key}")
+    check(freed["committed_peak"] >= held["committed"] and freed["rss"] > 0, "peak and rss")
+    # HAKMEM_STATS=json also writes one JSON object at exit (the last stderr line).
+    at_exit = json.loads(proc.stderr.strip().splitlines()[-1])
+    check(at_exit["counted"] and by_size(at_exit)[SIZE_CLASS]["allocs"] == by_size(freed)[SIZE_CLASS]["allocs"],
+          "report at exit")
+    check("hakmem statistics" in proc.stderr, "malloc_stats() printed the text report")
+
+
+def uncounted_run(binary):
+    proc = run(binary)
+    snaps = snapshots(proc.stdout)
+    held = snaps["held"]
+    check(held["counted"] is False, "calls not counted without HAKMEM_STATS")
+    check(by_size(held)[SIZE_CLASS]["live"] >= N - N // 4, "live blocks from the span walk")
+
+
+def text_report_and_warnings(binary):
+    proc = run(binary, HAKMEM_STATS="1", HAKMEM_VERBOSE="1", HAKMEM_NOT_AN_OPTION="1")
+    for needle in ("hakmem statistics", "segments:", "huge:", "memory:", "unknown option HAKMEM_NOT_AN_OPTION"):
+        check(needle in proc.stderr, f"stderr has {needle!r}")
+
+
+def main():
+    binary = sys.argv[1]
+    for case in (counted_run, uncounted_run, text_report_and_warnings):
+        case(binary)
+        print(f"ok   {case.__name__}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+/* Memory goes back to the OS: a program that drops a large working set and
+ * keeps doing light work falls back near its live size once the purge
+ * delay (HAKMEM_PURGE_DELAY, 10 ms by default) has passed; malloc_trim(0)
+ * returns it at once. Resident size is read from /proc/self/statm. */
+#include "hak_test.h"
+
+#define WORKING_SET (192 * MiB)
+#define SLACK (24 * MiB)   /* what may stay: retained pages, metadata, the test itself */
+
+static void **blocks;
+static size_t nblocks;
+
+/* Fill the working set with blocks of 16 B - 4 KiB, each written whole. */
+static void allocate_working_set(hak_rng *rng)
+{
+    size_t total = 0;
+    nblocks = 0;
+    while (total < WORKING_SET) {
+        size_t size = hak_rng_range(rng, 16, 4096);
+        blocks[nblocks] = malloc(size);
+        CHECK(blocks[nblocks] != NULL);
+        memset(blocks[nblocks++], 0x5A, size);
+        total += size;
+    }
+}
+
+/* Light work after the drop, for ~100 ms (several purge delays): rounds of
+ * short-lived blocks with pauses, as a program that goes on running does.
+ * The allocator purges from its slow paths, which this work reaches. */
+static void light_work(hak_rng *rng)
+{
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 1000; i++) {
+            size_t size = hak_rng_range(rng, 16, 16 * KiB);
+            char *p = malloc(size);
+            CHECK(p != NULL);
+            p[0] = p[size - 1] = 1;
+            free(p);
+        }
+        usleep(5 * 1000);
+    }
+}
+
+static void check_returned(size_t baseline, const char *what)
+{
+    size_t rss = hak_rss_bytes();
+    printf("     %s: rss %zu MiB (baseline %zu MiB)\n", what, rss / MiB, baseline / MiB);
+    CHECKF(rss < baseline + SLACK, "%s: rss %zu MiB, baseline %zu MiB", what, rss / MiB, baseline / MiB);
+}
+
+static void freed_by_owner(void)
+{
+    hak_rng rng = hak_rng_seed(1);
+    size_t baseline = hak_rss_bytes();
+    allocate_working_set(&rng);
+    CHECKF(hak_rss_bytes() > baseline + WORKING_SET / 2, "rss %zu MiB while full", hak_rss_bytes() / MiB);
+    for (size_t i = 0; i < nblocks; i++) free(blocks[i]);
+    light_work(&rng);
+    check_returned(baseline, "after the owner freed everything");
+}
+
+/* Threads fill the working set and exit; main frees it all (remote frees
+ * into pages of dead threads, in classes main never allocates again). */
+static void *fill_and_exit(void *arg)
+{
+    hak_rng rng = hak_rng_seed((uintptr_t)arg);
+    allocate_working_set(&rng);
+    return NULL;
+}
+
+static void freed_after_threads_exit(void)
+{
+    size_t baseline = hak_rss_bytes();
+    pthread_t t = hak_thread_start(fill_and_exit, (void *)2);
+    pthread_join(t, NULL);
+    for (size_t i = 0; i < nblocks; i++) free(blocks[i]);
+    hak_rng rng = hak_rng_seed(3);
+    light_work(&rng);
+    check_returned(baseline, "after freeing an exited thread's blocks");
+}
+
+static void huge_blocks_are_returned(void)
+{
+    size_t baseline = hak_rss_bytes();
+    for (int i = 0; i < 12; i++) {
+        size_t size = (size_t)(4 + i) * MiB;
+        char *p = malloc(size);
+        CHECK(p != NULL);
+        memset(p, 0x33, size);
+        free(p);   /* kept in the huge-block cache for a while */
+    }
+    hak_rng rng = hak_rng_seed(4);
+    light_work(&rng);
+    check_returned(baseline, "after freeing huge blocks");
+}
+
+static void malloc_trim_returns_at_once(void)
+{
+    hak_rng rng = hak_rng_seed(5);
+    size_t baseline = hak_rss_bytes();
+    allocate_working_set(&rng);
+    for (size_t i = 0; i < nblocks; i++) free(blocks[i]);
+    malloc_trim(0);
+    check_returned(baseline, "right after malloc_trim(0)");
+}
+
+int main(void)
+{
+    hak_test_begin("test_memory_return");
+    blocks = mmap(NULL, WORKING_SET / 16 * sizeof(void *), PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(blocks != MAP_FAILED);
+    RUN_CASE(freed_by_owner);
+    RUN_CASE(freed_after_threads_exit);
+    RUN_CASE(huge_blocks_are_returned);
+#ifdef HAK_TEST_STANDARD_NAMES
+    RUN_CASE(malloc_trim_returns_at_once);
+#endif
+    return 0;
+}

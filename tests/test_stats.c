@@ -1,0 +1,61 @@
+/* Work with a known count for the statistics to account for. Run by
+ * tests/stats_report.py, which parses the JSON snapshots this prints
+ * ("snapshot <name> <json>") and checks them.
+ *
+ * With HAKMEM_STATS set, in the class of SIZE: a thread allocates N blocks,
+ * frees a quarter itself (local frees) and exits; main frees the rest
+ * (cross-thread frees into the dead thread's pages). One huge block too. */
+#include "hak_test.h"
+
+#define SIZE 6000   /* class 6144: nothing else here uses it */
+#define N 3000
+
+static void *blocks[N];
+
+static void snapshot(const char *name)
+{
+    printf("snapshot %s ", name);
+    fflush(stdout);
+    hak_stats_write_json(STDOUT_FILENO);   /* one line, newline-terminated */
+}
+
+static void *allocate_then_free_a_quarter(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < N; i++) {
+        blocks[i] = malloc(SIZE);
+        CHECK(blocks[i] != NULL);
+        hak_fill(blocks[i], SIZE, (uint64_t)i);
+    }
+    for (int i = 0; i < N / 4; i++) free(blocks[i]);
+    return NULL;
+}
+
+int main(void)
+{
+    hak_test_begin("test_stats");
+    struct mallinfo2 before = mallinfo2();
+    snapshot("start");
+
+    pthread_t t = hak_thread_start(allocate_then_free_a_quarter, NULL);
+    pthread_join(t, NULL);
+    char *huge = malloc(3 * MiB);
+    CHECK(huge != NULL);
+    memset(huge, 1, 3 * MiB);
+    snapshot("held");
+
+    struct mallinfo2 held = mallinfo2();
+    size_t expect = (size_t)(N - N / 4) * SIZE + 3 * MiB;
+    CHECKF(held.uordblks >= before.uordblks + expect, "mallinfo2 in use %zu -> %zu, expected +%zu",
+           before.uordblks, held.uordblks, expect);
+    CHECKF(held.hblks >= 1 && held.hblkhd >= 3 * MiB, "huge blocks %zu, %zu bytes", held.hblks, held.hblkhd);
+
+    for (int i = N / 4; i < N; i++) {
+        CHECK_PATTERN(blocks[i], SIZE, (uint64_t)i);
+        free(blocks[i]);
+    }
+    free(huge);
+    snapshot("freed");
+    malloc_stats();   /* the text report, on stderr */
+    return 0;
+}
