@@ -24,10 +24,10 @@ void *hak_malloc(size_t size) {
     void *p = alloc_small(heap, size);
     if (hak_likely(p != NULL)) return p;
   }
-  return hak_malloc_generic(heap, size, false);
+  return hak_malloc_generic(size, heap, false);
 }
 
-void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
+void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) {
     heap = hak_heap_thread_init();
     if (heap == NULL) { errno = ENOMEM; return NULL; }
@@ -39,11 +39,13 @@ void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero) {
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
+  if (page != NULL && page->free == NULL && page->local_free != NULL &&
+      (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK) == 0) {
+    page->free = page->local_free;   /* the owner's own frees: the cheapest refill */
+    page->local_free = NULL;
+  }
   if (page == NULL || page->free == NULL) {
-    /* Memory due back to the OS: each check is one load when nothing is due. */
-    hak_arenas_purge_due();
-    hak_huge_cache_decay();
-    hak_reclaim_sweep(heap, false);
+    hak_heap_due_work(heap);
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
@@ -64,7 +66,7 @@ void *hak_calloc(size_t count, size_t size) {
     void *p = alloc_small(heap, total);
     if (p != NULL) return memset(p, 0, total);
   }
-  return hak_malloc_generic(heap, total, true);
+  return hak_malloc_generic(total, heap, true);
 }
 
 /* ------------------------------------------------------------ aligned */
@@ -78,7 +80,7 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       return zero ? hak_calloc(1, size) : hak_malloc(size);
     size_t over = size + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
-      uint8_t *p = hak_malloc_generic(hak_heap_get(), over, false);
+      uint8_t *p = hak_malloc_generic(over, hak_heap_get(), false);
       if (p == NULL) return NULL;
       uint8_t *q = (uint8_t *)hak_align_up((uintptr_t)p, align);
       /* The page is ours (we just allocated from it): from now on its frees

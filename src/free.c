@@ -34,7 +34,7 @@ static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b
   mark_free(b);
   b->next = page->local_free;
   page->local_free = b;
-  if (hak_unlikely(--page->used == 0)) hak_page_retire(heap, page);
+  if (hak_unlikely(--page->used == 0) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
 }
 
 static void free_remote(hak_page_t *page, hak_block_t *b) {

@@ -83,6 +83,20 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   pthread_mutex_unlock(&heaps_lock);
 }
 
+_Atomic(bool) hak_work_pending;
+
+/* From the malloc slow path: return memory whose delay has run out. One
+ * load when nothing is pending. The flag is cleared before looking, so a
+ * note made meanwhile is not lost. */
+void hak_heap_due_work(hak_heap_t *heap) {
+  if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
+  atomic_store_explicit(&hak_work_pending, false, memory_order_relaxed);
+  bool pending = hak_arenas_purge_due();
+  pending |= hak_huge_cache_decay();
+  pending |= hak_reclaim_sweep(heap, false);
+  if (pending) hak_note_pending_work();
+}
+
 /* Return free memory to the OS now: the calling thread's empty pages, the
  * free spans of every arena, the cached huge blocks. */
 void hak_collect(void) {

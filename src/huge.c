@@ -87,14 +87,15 @@ static void cache_purge(void) {
   atomic_store_explicit(&cache_dirty, false, memory_order_relaxed);
 }
 
-/* Called from the allocator's periodic slow-path check: purge the cache
- * once it has gone unused for the purge delay. */
-void hak_huge_cache_decay(void) {
+/* Purge the cache once it has gone unused for the purge delay. True if
+ * cached memory is still waiting for that. */
+bool hak_huge_cache_decay(void) {
   long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  if (delay < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return;
-  if (pthread_mutex_trylock(&cache_lock) != 0) return;
+  if (delay < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return false;
+  if (pthread_mutex_trylock(&cache_lock) != 0) return true;
   if (hak_clock_ms() >= cache_used_at + (uint64_t)delay) cache_purge();
   pthread_mutex_unlock(&cache_lock);
+  return atomic_load_explicit(&cache_dirty, memory_order_relaxed);
 }
 
 /* The smallest cached segment of at least `total` bytes, its tail trimmed
@@ -135,6 +136,7 @@ static void cache_put(hak_segment_t *seg) {
     cache_used_at = hak_clock_ms();
     atomic_store_explicit(&cache_dirty, true, memory_order_relaxed);
     pthread_mutex_unlock(&cache_lock);
+    hak_note_pending_work();
     seg = NULL;
   }
   for (size_t i = 0; i < n_evicted; i++) hak_os_free(evicted[i], evicted[i]->size);

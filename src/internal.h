@@ -180,17 +180,20 @@ typedef struct hak_segment_s {
 #define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
 
 /* One byte per possible segment of the 48-bit address space, set while the
- * segment is mapped: free() validates any pointer with one load, and a
- * pointer hakmem never returned is reported instead of followed. */
+ * segment is mapped: free() validates any pointer with one compare, and a
+ * pointer hakmem never returned is reported instead of followed.
+ * A byte is written (release) only before any pointer into its segment
+ * exists, or after the last one is gone, so a valid free never races with
+ * the write of the byte it reads: the read needs no atomic. */
 #define HAK_SEGMENT_MAP_SIZE ((size_t)1 << (48 - HAK_SEGMENT_SHIFT))
-extern _Atomic(uint8_t) hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
+extern uint8_t hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
 
 static inline hak_segment_t *hak_segment_of(const void *p) {
   return (hak_segment_t *)((uintptr_t)p & ~HAK_SEGMENT_MASK);
 }
 static inline bool hak_segment_is_mapped(const void *p) {
   size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
-  return atomic_load_explicit(&hak_segment_map[i], memory_order_relaxed) != 0;
+  return hak_segment_map[i] != 0;
 }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
   return seg->slice_page[((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1)];
@@ -262,6 +265,17 @@ enum { HAK_PURGE_DONTNEED = 0, HAK_PURGE_FREE = 1 };
 extern long hak_options[HAK_OPT_COUNT] HAK_INTERNAL;
 static inline long hak_option(hak_option_t o) { return hak_options[o]; }
 
+/* ---------------------------------------------------------------- deferred work */
+
+/* Set when memory may later be due back to the OS (a dirty free span, a
+ * cached huge block, a published page), so that the malloc slow path
+ * checks for due work with one load when there is none. */
+extern _Atomic(bool) hak_work_pending HAK_INTERNAL;
+static inline void hak_note_pending_work(void) {
+  if (!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
+    atomic_store_explicit(&hak_work_pending, true, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------- functions */
 
 /* os.c */
@@ -280,7 +294,7 @@ HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
-HAK_INTERNAL void hak_arenas_purge_due(void);
+HAK_INTERNAL bool hak_arenas_purge_due(void);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
@@ -296,7 +310,7 @@ HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
 HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);
 HAK_INTERNAL void  hak_huge_cache_flush(void);
-HAK_INTERNAL void  hak_huge_cache_decay(void);
+HAK_INTERNAL bool  hak_huge_cache_decay(void);
 HAK_INTERNAL size_t hak_huge_cache_bytes(void);
 HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align);
 HAK_INTERNAL bool  hak_giant_free(void *p);
@@ -309,8 +323,15 @@ HAK_INTERNAL void hak_huge_fork_child(void);
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+
+/* An empty page that is the only one in its queue (no links) and small is
+ * kept: freeing it and taking it back on the next malloc would thrash.
+ * Decided from the page's own cache line, without the heap. */
+static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
+  return page->next == NULL && page->prev == NULL && page->slice_count == 1;
+}
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
-HAK_INTERNAL void hak_reclaim_sweep(hak_heap_t *heap, bool force);
+HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool force);
 HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
@@ -323,6 +344,7 @@ HAK_INTERNAL void hak_reclaim_fork_child(void);
 
 /* heap.c */
 HAK_INTERNAL void hak_heap_key_create(void);
+HAK_INTERNAL void hak_heap_due_work(hak_heap_t *heap);
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
@@ -333,7 +355,9 @@ typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 
 /* alloc.c / free.c */
-HAK_INTERNAL void *hak_malloc_generic(hak_heap_t *heap, size_t size, bool zero);
+/* size first: it arrives in the first argument register of malloc, so the
+ * fast path's tail call to here needs no register shuffle. */
+HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
 HAK_INTERNAL void  hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p);
 
 /* init.c */

@@ -151,6 +151,7 @@ static void reclaim_push(hak_page_t *page) {
 void hak_page_publish(hak_page_t *page) {
   atomic_fetch_add_explicit(&published_count, 1, memory_order_relaxed);
   reclaim_push(page);
+  hak_note_pending_work();
 }
 
 static hak_page_t *reclaim_pop(size_t bin) {
@@ -288,15 +289,16 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
  * their memory for ever, even once every block in them is freed. So, at
  * most once per purge delay and only if something was published since, a
  * thread in the slow path takes every published page, frees those with no
- * live block and publishes the rest again. `force`: now (hak_collect). */
-void hak_reclaim_sweep(hak_heap_t *heap, bool force) {
+ * live block and publishes the rest again. `force`: now (hak_collect).
+ * True if a sweep is still owed for later. */
+bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
   uint64_t published = atomic_load_explicit(&published_count, memory_order_relaxed);
   long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  if (!force && (published == atomic_load_explicit(&swept_count, memory_order_relaxed) || delay < 0)) return;
+  if (!force && (published == atomic_load_explicit(&swept_count, memory_order_relaxed) || delay < 0)) return false;
   uint64_t now = hak_clock_ms();
-  if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return;
+  if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return true;
   if (force) pthread_mutex_lock(&reclaim_lock);
-  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return;
+  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return true;
   atomic_store_explicit(&swept_at, now, memory_order_relaxed);
   atomic_store_explicit(&swept_count, published, memory_order_relaxed);
   hak_page_t *taken = NULL;
@@ -315,6 +317,7 @@ void hak_reclaim_sweep(hak_heap_t *heap, bool force) {
     if (page->used == 0) page_free_span(heap, page);
     else page_abandon(page, NULL, true);
   }
+  return false;
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */
@@ -333,12 +336,9 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
   }
 }
 
-/* All blocks of an owned page are free again. Keep the only page of a small
- * class (freeing it and taking it back on the next malloc would thrash);
- * return any other to the arena. */
+/* All blocks of an owned page are free again, and it is not one to keep
+ * (hak_page_keep_when_empty): return it to the arena. */
 void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
-  hak_page_queue_t *q = &heap->queues[page->bin];
-  if (q->first == page && q->last == page && page->slice_count == 1) return;
   hak_page_queue_remove(heap, page);
   page_free_span(heap, page);
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include "internal.h"
 
-_Atomic(uint8_t) hak_segment_map[HAK_SEGMENT_MAP_SIZE];
+uint8_t hak_segment_map[HAK_SEGMENT_MAP_SIZE];
 
 static hak_arena_t arenas[HAK_ARENAS_MAX];
 static unsigned arena_count = 1;
@@ -20,7 +20,7 @@ static _Atomic unsigned arena_next;
 
 void hak_segment_map_set(hak_segment_t *seg, uint8_t v) {
   size_t i = ((uintptr_t)seg >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
-  atomic_store_explicit(&hak_segment_map[i], v, memory_order_release);
+  __atomic_store_n(&hak_segment_map[i], v, __ATOMIC_RELEASE);
 }
 
 static void arena_lock_init(hak_arena_t *a) { pthread_mutex_init(&a->lock, NULL); }
@@ -69,7 +69,10 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, bool dirty, 
   if (span->next) span->next->prev = span;
   a->spans[b] = span;
   uint64_t due = a->next_purge;
-  if (dirty && (due == 0 || purge_at < due)) __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
+  if (dirty && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
+    __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
+    hak_note_pending_work();
+  }
 }
 
 static void span_remove(hak_arena_t *a, hak_page_t *span) {
@@ -100,17 +103,21 @@ static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
 }
 
 /* Purge what is due in any arena (a span may be freed into another
- * thread's arena, whose owner has gone quiet). One load per arena when
- * nothing is due. */
-void hak_arenas_purge_due(void) {
+ * thread's arena, whose owner has gone quiet). True if purges remain
+ * pending for later. */
+bool hak_arenas_purge_due(void) {
+  bool pending = false;
   for (unsigned i = 0; i < arena_count; i++) {
     hak_arena_t *a = &arenas[i];
     uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
-    if (due == 0 || hak_option(HAK_OPT_PURGE_DELAY) < 0 || hak_clock_ms() < due) continue;
-    if (pthread_mutex_trylock(&a->lock) != 0) continue;   /* someone else is in there */
-    arena_purge(a, hak_clock_ms(), false);
-    pthread_mutex_unlock(&a->lock);
+    if (due == 0) continue;
+    if (hak_clock_ms() >= due && pthread_mutex_trylock(&a->lock) == 0) {
+      arena_purge(a, hak_clock_ms(), false);
+      pthread_mutex_unlock(&a->lock);
+    }
+    pending |= __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED) != 0;
   }
+  return pending;
 }
 
 /* Call fn on every span (free, page or meta) of every arena's segments,
