@@ -37,6 +37,7 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     return hak_huge_alloc(size, 0, zero);
   }
 
+  hak_heap_due_work(heap);   /* memory due back to the OS: one load when none is */
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page != NULL && page->free == NULL && page->local_free != NULL &&
@@ -45,7 +46,6 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     page->local_free = NULL;
   }
   if (page == NULL || page->free == NULL) {
-    hak_heap_due_work(heap);
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }

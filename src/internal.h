@@ -131,8 +131,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * - An owned page has state ACTIVE. Only the owner moves it to ABANDONED or
  *   PUBLISHED (giving ownership up); only a popper of the reclaim queue, or
  *   the last owner re-adopting on free, moves it back to ACTIVE.
- * - Span fields (slice_count, span_kind, dirty, purge_at) and the links of
- *   free spans are guarded by the segment's arena lock. */
+ * - Span fields (slice_count, span_kind, dirty, dirty_slices, purge_at) and
+ *   the links of free spans are guarded by the segment's arena lock. */
 typedef struct hak_page_s {
   union {
     hak_block_t *free;                   /* page: blocks ready to allocate */
@@ -145,11 +145,14 @@ typedef struct hak_page_s {
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment */
   uint16_t used;
   uint16_t capacity;                     /* blocks carved so far */
-  uint16_t reserved;                     /* blocks that fit the page */
+  union {
+    uint16_t reserved;                   /* page: blocks that fit it */
+    uint16_t dirty_slices;               /* free span: its slices marked dirty */
+  };
   uint16_t slice_count;
   uint8_t bin;
   uint8_t span_kind;
-  uint8_t dirty;                         /* free span may hold resident memory */
+  uint8_t dirty;                         /* this slice may hold resident memory (any slice) */
 } __attribute__((aligned(64))) hak_page_t;
 
 _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");

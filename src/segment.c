@@ -6,7 +6,8 @@
  * pages, and takes them back, coalescing free neighbours. Free spans keep
  * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
  * so bursts reuse resident memory without system calls; a fully free segment
- * beyond one per arena is unmapped. (Huge segments: huge.c.) */
+ * beyond one per arena is unmapped. (Purges run from span frees and from
+ * the malloc slow path, see hak_heap_due_work.) (Huge segments: huge.c.) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -54,10 +55,23 @@ static size_t slice_index(const hak_page_t *span) { return (size_t)(span - hak_s
 
 /* A free span maps only its first and last slice: coalescing needs no more
  * (its interior entries still name some descriptor of the segment). */
-static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, bool dirty, uint64_t purge_at) {
+/* Which slices may hold resident memory is kept per slice: a freed page
+ * marks its slices, a purge clears them, and a split counts what it takes,
+ * so a span merged with never-touched neighbours is not counted whole. */
+static void slices_mark_dirty(hak_page_t *first, size_t n, uint8_t dirty) {
+  for (size_t i = 0; i < n; i++) first[i].dirty = dirty;
+}
+
+static size_t slices_count_dirty(const hak_page_t *first, size_t n) {
+  size_t count = 0;
+  for (size_t i = 0; i < n; i++) count += first[i].dirty;
+  return count;
+}
+
+static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty, uint64_t purge_at) {
   span->span_kind = HAK_SPAN_FREE;
   span->slice_count = (uint16_t)n;
-  span->dirty = dirty;
+  span->dirty_slices = (uint16_t)dirty;
   span->purge_at = purge_at;
   span->block_size = 0;
   atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
@@ -69,7 +83,7 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, bool dirty, 
   if (span->next) span->next->prev = span;
   a->spans[b] = span;
   uint64_t due = a->next_purge;
-  if (dirty && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
+  if (dirty > 0 && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
     __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
     hak_note_pending_work();
   }
@@ -84,8 +98,9 @@ static void span_remove(hak_arena_t *a, hak_page_t *span) {
 
 static void span_purge(hak_page_t *span) {
   hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE);
-  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->slice_count * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
-  span->dirty = 0;
+  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->dirty_slices * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
+  slices_mark_dirty(span, span->slice_count, 0);
+  span->dirty_slices = 0;
 }
 
 /* Purge the dirty free spans whose delay has run out (all of them if
@@ -94,7 +109,7 @@ static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
   uint64_t next = 0;
   for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
-      if (!s->dirty) continue;
+      if (s->dirty_slices == 0) continue;
       if (force || s->purge_at <= now) span_purge(s);
       else if (next == 0 || s->purge_at < next) next = s->purge_at;
     }
@@ -164,7 +179,7 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   a->segments = seg;
   a->segment_count++;
   a->empty_segments++;
-  span_insert(a, &seg->pages[HAK_META_SLICES], HAK_SLICES - HAK_META_SLICES, false, 0);
+  span_insert(a, &seg->pages[HAK_META_SLICES], HAK_SLICES - HAK_META_SLICES, 0, 0);
   atomic_fetch_add_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)HAK_META_SIZE);
   hak_segment_map_set(seg, 1);
@@ -205,7 +220,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices) {
   span_remove(a, span);
   size_t have = span->slice_count;
   if (have > slices)
-    span_insert(a, span + slices, have - slices, span->dirty, span->purge_at);
+    span_insert(a, span + slices, have - slices, span->dirty_slices - slices_count_dirty(span, slices), span->purge_at);
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
@@ -229,18 +244,22 @@ void hak_span_free(hak_page_t *span) {
 
   pthread_mutex_lock(&a->lock);
   seg->used_slices -= (uint32_t)n;
+  slices_mark_dirty(span, n, 1);   /* the page was used: its slices may be resident */
+  size_t dirty = n;
   hak_page_t *end = span + n;
   if (end < seg->pages + HAK_SLICES && end->span_kind == HAK_SPAN_FREE) {
     span_remove(a, end);
     n += end->slice_count;
+    dirty += end->dirty_slices;
   }
   hak_page_t *before = seg->slice_page[slice_index(span) - 1];
   if (before->span_kind == HAK_SPAN_FREE) {
     span_remove(a, before);
     n += before->slice_count;
+    dirty += before->dirty_slices;
     span = before;
   }
-  span_insert(a, span, n, true, delay > 0 ? now + (uint64_t)delay : now);
+  span_insert(a, span, n, dirty, delay > 0 ? now + (uint64_t)delay : now);
 
   if (seg->used_slices == 0 && ++a->empty_segments > 1) segment_release(a, seg);
   else if (delay == 0) span_purge(span);

@@ -73,7 +73,7 @@ static void census_span(const hak_page_t *span, void *arg) {
   if (span->span_kind == HAK_SPAN_FREE) {
     s->free_spans++;
     s->free_span_bytes += bytes;
-    if (span->dirty) s->dirty_span_bytes += bytes;
+    s->dirty_span_bytes += (uint64_t)span->dirty_slices * HAK_SLICE_SIZE;
     return;
   }
   if (span->span_kind != HAK_SPAN_PAGE) return;
