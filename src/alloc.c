@@ -7,9 +7,14 @@
 #include "internal.h"
 
 /* The fast path: pop from the first page of the size's class. No lock, no
- * atomic; one TLS load, a table load and a list pop. */
-static inline void *alloc_small(hak_heap_t *heap, size_t size) {
-  hak_page_t *page = heap->direct[(size + HAK_ALIGN - 1) >> 4];
+ * atomic; one TLS load, a table load and a list pop. NULL: take the
+ * generic path. */
+static inline void *alloc_direct(hak_heap_t *heap, size_t size) {
+  size_t index;
+  if (hak_likely(size <= HAK_SMALL_MAX)) index = hak_direct_small(size);
+  else if (size <= HAK_MID_MAX) index = hak_direct_mid(size);
+  else return NULL;
+  hak_page_t *page = heap->direct[index];
   hak_block_t *b = page->free;
   if (hak_unlikely(b == NULL)) return NULL;
   page->free = b->next;
@@ -20,10 +25,8 @@ static inline void *alloc_small(hak_heap_t *heap, size_t size) {
 
 void *hak_malloc(size_t size) {
   hak_heap_t *heap = hak_heap_get();
-  if (hak_likely(size <= HAK_SMALL_MAX)) {
-    void *p = alloc_small(heap, size);
-    if (hak_likely(p != NULL)) return p;
-  }
+  void *p = alloc_direct(heap, size);
+  if (hak_likely(p != NULL)) return p;
   return hak_malloc_generic(size, heap, false);
 }
 
@@ -37,7 +40,7 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     return hak_huge_alloc(size, 0, zero);
   }
 
-  hak_heap_due_work(heap);   /* memory due back to the OS: one load when none is */
+  if ((++heap->generic_calls & 15) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page != NULL && page->free == NULL && page->local_free != NULL &&
@@ -62,10 +65,8 @@ void *hak_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
   hak_heap_t *heap = hak_heap_get();
-  if (total <= HAK_SMALL_MAX) {
-    void *p = alloc_small(heap, total);
-    if (p != NULL) return memset(p, 0, total);
-  }
+  void *p = alloc_direct(heap, total);
+  if (p != NULL) return memset(p, 0, total);
   return hak_malloc_generic(total, heap, true);
 }
 

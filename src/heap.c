@@ -23,13 +23,25 @@ void hak_heap_key_create(void) {
     atomic_store_explicit(&heap_key_ready, true, memory_order_release);
 }
 
+/* The direct entries of each class: [direct_first[bin], direct_last[bin]],
+ * empty (first > last) for classes above HAK_MID_MAX. */
+static uint8_t direct_first[HAK_BINS], direct_last[HAK_BINS];
+
+void hak_heap_direct_init(void) {
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    size_t size = hak_bin_size(bin);
+    direct_first[bin] = 1;
+    if (size > HAK_MID_MAX) continue;
+    direct_first[bin] = (uint8_t)(bin == 1 ? 0 : hak_direct_index(hak_bin_size(bin - 1) + 1));
+    direct_last[bin] = (uint8_t)hak_direct_index(size);
+  }
+}
+
 void hak_heap_update_direct(hak_heap_t *heap, size_t bin) {
-  size_t size = hak_bin_size(bin);
-  if (size > HAK_SMALL_MAX || hak_owner_counted) return;   /* counting: every malloc goes generic */
+  if (hak_owner_counted) return;   /* counting: every malloc goes generic */
   hak_page_t *page = heap->queues[bin].first;
   if (page == NULL) page = &hak_page_empty;
-  size_t lo = bin == 1 ? 0 : (hak_bin_size(bin - 1) >> 4) + 1;
-  for (size_t i = lo; i <= size >> 4; i++) heap->direct[i] = page;
+  for (size_t i = direct_first[bin]; i <= direct_last[bin]; i++) heap->direct[i] = page;
 }
 
 static void heaps_link(hak_heap_t *heap) {

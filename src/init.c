@@ -43,6 +43,7 @@ void hak_process_init(void) {
   hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF ? HAK_OWNER_COUNTED : 0;
   hak_tag_secret = (uintptr_t)hak_random_u64() | 1;   /* odd: a tag is never 0 */
   hak_arenas_init();
+  hak_heap_direct_init();
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
   hak_heap_key_create();

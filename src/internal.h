@@ -45,10 +45,11 @@
 #define HAK_OS_PAGE            4096
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
-#define HAK_SMALL_MAX          8192        /* sizes served by heap->direct   */
+#define HAK_SMALL_MAX          1024        /* heap->direct in 16-byte steps  */
+#define HAK_MID_MAX            8192        /* ... then in 128-byte steps     */
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
-#define HAK_DIRECT             (HAK_SMALL_MAX / HAK_ALIGN + 1)
+#define HAK_DIRECT             (HAK_SMALL_MAX / 16 + 1 + HAK_MID_MAX / 128 - HAK_SMALL_MAX / 128)
 #define HAK_PAGE_MAX_SLICES    64          /* a medium page spans ≤ 4 MiB    */
 #define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
 #define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
@@ -69,6 +70,16 @@ static inline size_t hak_bin_size(size_t bin) {
 }
 
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+/* heap->direct index of a size <= HAK_MID_MAX: 16-byte steps up to 1 KiB,
+ * then 128-byte steps (every class boundary falls on a step, and a class
+ * spans at most 4 entries, so updating them stays cheap). */
+#define HAK_DIRECT_MID_BASE (HAK_SMALL_MAX / 16 + 1 - (HAK_SMALL_MAX + 128) / 128)
+static inline size_t hak_direct_small(size_t size) { return (size + 15) >> 4; }
+static inline size_t hak_direct_mid(size_t size) { return HAK_DIRECT_MID_BASE + ((size + 127) >> 7); }
+static inline size_t hak_direct_index(size_t size) {
+  return size <= HAK_SMALL_MAX ? hak_direct_small(size) : hak_direct_mid(size);
+}
 
 /* ---------------------------------------------------------------- blocks */
 
@@ -242,10 +253,11 @@ typedef struct hak_bin_stats_s {
  * a forked child. Pages in its queues are owned by it (page->owner names it);
  * full pages are not in any queue: they were given up (ABANDONED). */
 typedef struct hak_heap_s {
-  hak_page_t *direct[HAK_DIRECT];        /* (size+15)/16 -> first page of its bin */
+  hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (hak_heaps_lock) */
+  uint32_t generic_calls;                /* paces the checks for due work */
   hak_bin_stats_t stats[HAK_BINS];
 } hak_heap_t;
 
@@ -350,6 +362,7 @@ HAK_INTERNAL void hak_heap_key_create(void);
 HAK_INTERNAL void hak_heap_due_work(hak_heap_t *heap);
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_direct_init(void);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);
 HAK_INTERNAL void hak_heaps_fork_parent(void);
