@@ -6,15 +6,10 @@
 #include <string.h>
 #include "internal.h"
 
-/* The fast path: pop from the first page of the size's class. No lock, no
- * atomic; one TLS load, a table load and a list pop. NULL: take the
- * generic path. */
-static inline void *alloc_direct(hak_heap_t *heap, size_t size) {
-  size_t index;
-  if (hak_likely(size <= HAK_SMALL_MAX)) index = hak_direct_small(size);
-  else if (size <= HAK_MID_MAX) index = hak_direct_mid(size);
-  else return NULL;
-  hak_page_t *page = heap->direct[index];
+static HAK_NOINLINE void *malloc_slow(size_t size, hak_heap_t *heap, bool zero);
+
+/* Take a block from a page's free list, or NULL if it has none. */
+static inline void *page_pop(hak_page_t *page) {
   hak_block_t *b = page->free;
   if (hak_unlikely(b == NULL)) return NULL;
   page->free = b->next;
@@ -23,14 +18,37 @@ static inline void *alloc_direct(hak_heap_t *heap, size_t size) {
   return b;
 }
 
+/* The fast path, for sizes up to 8 KiB: pop from the first page of the
+ * size's class. No lock, no atomic; one TLS load, a table load, a pop. */
 void *hak_malloc(size_t size) {
   hak_heap_t *heap = hak_heap_get();
-  void *p = alloc_direct(heap, size);
+  void *p;
+  if (hak_likely(size <= HAK_SMALL_MAX)) p = page_pop(heap->direct[hak_direct_small(size)]);
+  else if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_mid(size)]);
+  else return hak_malloc_generic(size, heap, false);
   if (hak_likely(p != NULL)) return p;
-  return hak_malloc_generic(size, heap, false);
+  return malloc_slow(size, heap, false);
 }
 
+
+/* Any size: the small and mid direct tables, then the first page of the
+ * class, without a call (so no registers to save); the rest in malloc_slow.
+ * (Counting statistics keep the direct tables empty and skip the queue.) */
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
+  if (hak_likely(!zero)) {
+    void *p = NULL;
+    if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_small(size)]);
+    else if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_mid(size)]);
+    else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
+      hak_page_t *page = heap->queues[hak_bin_of(size)].first;
+      if (page != NULL) p = page_pop(page);
+    }
+    if (p != NULL) return p;
+  }
+  return malloc_slow(size, heap, zero);
+}
+
+static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) {
     heap = hak_heap_thread_init();
     if (heap == NULL) { errno = ENOMEM; return NULL; }
@@ -40,7 +58,7 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     return hak_huge_alloc(size, 0, zero);
   }
 
-  if ((++heap->generic_calls & 15) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
+  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page != NULL && page->free == NULL && page->local_free != NULL &&
@@ -65,9 +83,9 @@ void *hak_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
   hak_heap_t *heap = hak_heap_get();
-  void *p = alloc_direct(heap, total);
-  if (p != NULL) return memset(p, 0, total);
-  return hak_malloc_generic(total, heap, true);
+  if (total > HAK_MEDIUM_MAX) return hak_malloc_generic(total, heap, true);   /* fresh mappings are zero */
+  void *p = hak_malloc_generic(total, heap, false);
+  return p != NULL ? memset(p, 0, total) : NULL;
 }
 
 /* ------------------------------------------------------------ aligned */
