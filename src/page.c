@@ -22,12 +22,12 @@ hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
  * the slow path, few enough not to touch memory the program may never use. */
 #define HAK_EXTEND_BYTES (16 * 1024)
 
-/* Small classes: one slice. Larger: room for up to 8 blocks, rounded up to
+/* Small classes: one slice. Larger: room for up to 16 blocks, rounded up to
  * whole slices, so a page wastes less than one slice. */
 size_t hak_page_slices_for(size_t block_size) {
   if (block_size <= 8 * 1024) return 1;
   size_t blocks = HAK_PAGE_MAX_SLICES * HAK_SLICE_SIZE / block_size;
-  if (blocks > 8) blocks = 8;
+  if (blocks > 16) blocks = 16;
   return (blocks * block_size + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
 }
 
