@@ -160,6 +160,8 @@ size_t hak_malloc_usable_size(const void *p) {
   size_t n = 0;
   if (page->span_kind == HAK_SPAN_HUGE)
     n = hak_huge_usable_size(seg, page, p);
+  else if (page->span_kind == HAK_SPAN_PAGE && !(hak_page_owner(page) & HAK_OWNER_ALIGNED))
+    n = page->block_size;   /* no interior pointers on this page: p starts its block */
   else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= hak_page_area(page))
     n = (size_t)((const uint8_t *)hak_page_block_start(page, p) + page->block_size - (const uint8_t *)p);
   if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
@@ -179,7 +181,13 @@ void *hak_realloc(void *p, size_t size) {
       if (q != NULL) return q;
     }
   }
-  void *q = hak_malloc(size);
+  /* Growing past the block: take a quarter more than asked (as tcmalloc
+   * does), so a buffer grown by small appends is not copied at every size
+   * class on its way up. */
+  void *q = NULL;
+  if (size > usable && size - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX)
+    q = hak_malloc(usable + usable / 4);
+  if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   memcpy(q, p, usable < size ? usable : size);
   hak_free(p);
