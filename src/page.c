@@ -190,7 +190,9 @@ static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
 
 /* Give up a page (caller removed it from its queue). With free blocks in it,
  * it is published for adoption now; full, it waits for its first remote free
- * to be published. `last_owner` may take it back on free (NULL at exit). */
+ * to be published. `last_owner` may take it back on free (NULL at exit).
+ * `swept`: the reclaim sweep puts back a page it took, which is not news
+ * (it does not count as a publication that calls for another sweep). */
 static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
   atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
@@ -208,6 +210,8 @@ static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   }
 }
 
+/* Thread exit: free the page if nothing in it is live, else give it up
+ * for other threads to adopt. */
 void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_remove(heap, page);
   page_collect(page);

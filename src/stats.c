@@ -124,82 +124,106 @@ static void take_totals(totals_t *t) {
   t->rss = hak_process_rss();
 }
 
-static bool class_is_used(const snapshot_t *s, size_t b) {
-  const hak_bin_stats_t *c = &s->counts[b];
-  return c->allocs || c->frees || c->pages_new || c->pages_adopted || s->census[b].pages_in_use ||
-         s->census[b].pages_empty || s->census[b].pages_unowned;
+/* One line of the report: a size class (0: huge blocks), from the call and
+ * page counters and the census. */
+typedef struct class_row_s {
+  size_t size;
+  uint64_t allocs, frees, remote_frees, live;
+  uint64_t pages_in_use, pages_empty, pages_unowned;
+  uint64_t pages_new, pages_freed, pages_abandoned, pages_adopted;
+} class_row_t;
+
+/* False if the class was never used. */
+static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_row_t *row) {
+  const hak_bin_stats_t *c = &s->counts[bin];
+  const census_t *n = &s->census[bin];
+  *row = (class_row_t){
+    .size = bin == 0 ? 0 : hak_bin_size(bin),
+    .allocs = c->allocs, .frees = c->frees, .remote_frees = c->remote_frees,
+    .live = bin == 0 ? (uint64_t)t->huge_count : live_blocks(s, bin),
+    .pages_in_use = n->pages_in_use, .pages_empty = n->pages_empty, .pages_unowned = n->pages_unowned,
+    .pages_new = c->pages_new, .pages_freed = c->pages_freed,
+    .pages_abandoned = c->pages_abandoned, .pages_adopted = c->pages_adopted,
+  };
+  return row->allocs || row->frees || row->live || row->pages_new || row->pages_adopted ||
+         row->pages_in_use || row->pages_empty || row->pages_unowned;
 }
 
-static void write_text(int fd) {
-  static snapshot_t s;   /* large: not on the stack of whatever thread asks */
-  static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Reports share one snapshot (too large for the stack of whatever thread
+ * asks), taken under report_lock. */
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static snapshot_t report;
+static totals_t report_totals;
+
+static void report_begin(void) {
   pthread_mutex_lock(&report_lock);
-  take_snapshot(&s);
-  totals_t t;
-  take_totals(&t);
+  take_snapshot(&report);
+  take_totals(&report_totals);
+}
+
+static void report_end(void) { pthread_mutex_unlock(&report_lock); }
+
+static void write_text(int fd) {
+  report_begin();
+  const snapshot_t *s = &report;
+  const totals_t *t = &report_totals;
   hak_format_fd(fd, "hakmem statistics%s\n", hak_owner_counted ? "" : " (calls not counted: set HAKMEM_STATS=1)");
   hak_format_fd(fd, "%9s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
                 "live", "used", "empty", "unown", "new", "adopted");
+  class_row_t r;
   for (size_t b = 0; b < HAK_BINS; b++) {
-    if (!class_is_used(&s, b)) continue;
-    const hak_bin_stats_t *c = &s.counts[b];
-    const census_t *n = &s.census[b];
+    if (!class_row(s, t, b, &r)) continue;
     char name[16];
     if (b == 0) hak_format(name, sizeof name, "huge");
-    else hak_format(name, sizeof name, "%zu", hak_bin_size(b));
+    else hak_format(name, sizeof name, "%zu", r.size);
     hak_format_fd(fd, "%9s %11llu %11llu %11llu %10llu  %6llu %6llu %6llu %6llu %7llu\n", name,
-                  (unsigned long long)c->allocs, (unsigned long long)c->frees, (unsigned long long)c->remote_frees,
-                  (unsigned long long)(b == 0 ? (uint64_t)t.huge_count : live_blocks(&s, b)),
-                  (unsigned long long)n->pages_in_use, (unsigned long long)n->pages_empty,
-                  (unsigned long long)n->pages_unowned, (unsigned long long)c->pages_new,
-                  (unsigned long long)c->pages_adopted);
+                  (unsigned long long)r.allocs, (unsigned long long)r.frees, (unsigned long long)r.remote_frees,
+                  (unsigned long long)r.live, (unsigned long long)r.pages_in_use, (unsigned long long)r.pages_empty,
+                  (unsigned long long)r.pages_unowned, (unsigned long long)r.pages_new,
+                  (unsigned long long)r.pages_adopted);
   }
   hak_format_fd(fd, "segments: %lld mapped, %lld released; free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
-                (long long)t.segments, (long long)t.segments_released, (unsigned long long)s.free_spans,
-                (unsigned long long)(s.free_span_bytes >> 10), (unsigned long long)(s.dirty_span_bytes >> 10));
-  hak_format_fd(fd, "huge: %lld blocks, %lld KiB; cache %zu KiB, %lld hits, %lld misses\n", (long long)t.huge_count,
-                (long long)(t.huge_bytes >> 10), t.cache_bytes >> 10, (long long)t.cache_hits, (long long)t.cache_misses);
+                (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
+                (unsigned long long)(s->free_span_bytes >> 10), (unsigned long long)(s->dirty_span_bytes >> 10));
+  hak_format_fd(fd, "huge: %lld blocks, %lld KiB; cache %zu KiB, %lld hits, %lld misses\n", (long long)t->huge_count,
+                (long long)(t->huge_bytes >> 10), t->cache_bytes >> 10, (long long)t->cache_hits,
+                (long long)t->cache_misses);
   hak_format_fd(fd, "memory: live %llu KiB, committed %lld KiB (peak %lld KiB), purged %lld KiB in all, rss %zu KiB\n",
-                (unsigned long long)((s.live_bytes + (uint64_t)t.huge_bytes) >> 10), (long long)(t.committed >> 10),
-                (long long)(t.committed_peak >> 10), (long long)(t.purged >> 10), t.rss >> 10);
-  pthread_mutex_unlock(&report_lock);
+                (unsigned long long)((s->live_bytes + (uint64_t)t->huge_bytes) >> 10), (long long)(t->committed >> 10),
+                (long long)(t->committed_peak >> 10), (long long)(t->purged >> 10), t->rss >> 10);
+  report_end();
 }
 
 void hak_stats_write_json(int fd) {
-  static snapshot_t s;
-  static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&report_lock);
-  take_snapshot(&s);
-  totals_t t;
-  take_totals(&t);
+  report_begin();
+  const snapshot_t *s = &report;
+  const totals_t *t = &report_totals;
   hak_format_fd(fd, "{\"counted\":%s,\"classes\":[", hak_owner_counted ? "true" : "false");
-  bool first = true;
+  const char *sep = "";
+  class_row_t r;
   for (size_t b = 0; b < HAK_BINS; b++) {
-    if (!class_is_used(&s, b)) continue;
-    const hak_bin_stats_t *c = &s.counts[b];
-    const census_t *n = &s.census[b];
+    if (!class_row(s, t, b, &r)) continue;
     hak_format_fd(fd, "%s{\"size\":%zu,\"allocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,\"live\":%llu,"
                   "\"pages_in_use\":%llu,\"pages_empty\":%llu,\"pages_unowned\":%llu,\"pages_new\":%llu,"
                   "\"pages_freed\":%llu,\"pages_abandoned\":%llu,\"pages_adopted\":%llu}",
-                  first ? "" : ",", b == 0 ? (size_t)0 : hak_bin_size(b), (unsigned long long)c->allocs,
-                  (unsigned long long)c->frees, (unsigned long long)c->remote_frees,
-                  (unsigned long long)(b == 0 ? (uint64_t)t.huge_count : live_blocks(&s, b)),
-                  (unsigned long long)n->pages_in_use, (unsigned long long)n->pages_empty,
-                  (unsigned long long)n->pages_unowned, (unsigned long long)c->pages_new,
-                  (unsigned long long)c->pages_freed, (unsigned long long)c->pages_abandoned,
-                  (unsigned long long)c->pages_adopted);
-    first = false;
+                  sep, r.size, (unsigned long long)r.allocs, (unsigned long long)r.frees,
+                  (unsigned long long)r.remote_frees, (unsigned long long)r.live,
+                  (unsigned long long)r.pages_in_use, (unsigned long long)r.pages_empty,
+                  (unsigned long long)r.pages_unowned, (unsigned long long)r.pages_new,
+                  (unsigned long long)r.pages_freed, (unsigned long long)r.pages_abandoned,
+                  (unsigned long long)r.pages_adopted);
+    sep = ",";
   }
   hak_format_fd(fd, "],\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
                 "\"unpurged_bytes\":%llu,\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
                 "\"huge_cache_hits\":%lld,\"huge_cache_misses\":%lld,\"live_bytes\":%llu,\"committed\":%lld,"
                 "\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",
-                (long long)t.segments, (long long)t.segments_released, (unsigned long long)s.free_spans,
-                (unsigned long long)s.free_span_bytes, (unsigned long long)s.dirty_span_bytes,
-                (long long)t.huge_count, (long long)t.huge_bytes, t.cache_bytes, (long long)t.cache_hits,
-                (long long)t.cache_misses, (unsigned long long)(s.live_bytes + (uint64_t)t.huge_bytes),
-                (long long)t.committed, (long long)t.committed_peak, (long long)t.purged, t.rss);
-  pthread_mutex_unlock(&report_lock);
+                (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
+                (unsigned long long)s->free_span_bytes, (unsigned long long)s->dirty_span_bytes,
+                (long long)t->huge_count, (long long)t->huge_bytes, t->cache_bytes, (long long)t->cache_hits,
+                (long long)t->cache_misses, (unsigned long long)(s->live_bytes + (uint64_t)t->huge_bytes),
+                (long long)t->committed, (long long)t->committed_peak, (long long)t->purged, t->rss);
+  report_end();
 }
 
 void hak_stats_print(void) { write_text(STDERR_FILENO); }
@@ -213,23 +237,19 @@ void hak_stats_at_exit(void) {
 /* ------------------------------------------------------------ glibc's views */
 
 struct mallinfo2 hak_mallinfo2(void) {
-  static snapshot_t s;
-  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&lock);
-  take_snapshot(&s);
-  totals_t t;
-  take_totals(&t);
-  pthread_mutex_unlock(&lock);
-  struct mallinfo2 mi = { 0 };
-  size_t live = (size_t)s.live_bytes + (size_t)t.huge_bytes;
-  mi.arena = (size_t)t.committed;                /* bytes hakmem holds for blocks */
-  mi.ordblks = (size_t)s.free_spans;             /* free chunks: free spans */
-  mi.hblks = (size_t)t.huge_count;               /* blocks mapped on their own */
-  mi.hblkhd = (size_t)t.huge_bytes;
-  mi.usmblks = (size_t)t.committed_peak;
-  mi.uordblks = live;                            /* in live blocks */
+  report_begin();
+  size_t live = (size_t)report.live_bytes + (size_t)report_totals.huge_bytes;
+  struct mallinfo2 mi = {
+    .arena = (size_t)report_totals.committed,        /* bytes hakmem holds for blocks */
+    .ordblks = (size_t)report.free_spans,            /* free chunks: free spans */
+    .hblks = (size_t)report_totals.huge_count,       /* blocks mapped on their own */
+    .hblkhd = (size_t)report_totals.huge_bytes,
+    .usmblks = (size_t)report_totals.committed_peak,
+    .uordblks = live,                                /* in live blocks */
+    .keepcost = (size_t)report.dirty_span_bytes,     /* what malloc_trim would return */
+  };
   mi.fordblks = mi.arena > live ? mi.arena - live : 0;
-  mi.keepcost = (size_t)s.dirty_span_bytes;      /* what malloc_trim would return */
+  report_end();
   return mi;
 }
 
