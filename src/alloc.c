@@ -55,7 +55,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   }
   if (size > HAK_MEDIUM_MAX) {
     if (hak_owner_counted) heap->stats[0].allocs++;
-    return hak_huge_alloc(size, 0, zero);
+    return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
   }
 
   if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
@@ -112,6 +112,8 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       return q;
     }
   }
+  if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)   /* large blocks start on a slice */
+    return hak_malloc_generic(size, hak_heap_get(), zero);
   return hak_huge_alloc(size, align, zero);
 }
 
@@ -160,6 +162,8 @@ size_t hak_malloc_usable_size(const void *p) {
   size_t n = 0;
   if (page->span_kind == HAK_SPAN_HUGE)
     n = hak_huge_usable_size(seg, page, p);
+  else if (page->span_kind == HAK_SPAN_LARGE)
+    n = (const uint8_t *)p == hak_page_area(page) ? page->block_size : 0;
   else if (page->span_kind == HAK_SPAN_PAGE && !(hak_page_owner(page) & HAK_OWNER_ALIGNED))
     n = page->block_size;   /* no interior pointers on this page: p starts its block */
   else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= hak_page_area(page))

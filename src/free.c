@@ -62,9 +62,10 @@ static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool re
 }
 
 void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p) {
-  if (page->span_kind == HAK_SPAN_HUGE) {
+  if (page->span_kind == HAK_SPAN_LARGE || page->span_kind == HAK_SPAN_HUGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
-    hak_huge_free(seg, page, p);
+    if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page, p);
+    else hak_huge_free(seg, page, p);
     return;
   }
   uint8_t *area = hak_page_area(page);

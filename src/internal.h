@@ -6,8 +6,8 @@
  *   os.c       mmap/madvise, aligned reservations, time, randomness
  *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
  *              sharded arenas
- *   huge.c     blocks beyond the size classes, each in a segment of its own,
- *              and the cache of freed ones
+ *   huge.c     blocks beyond the size classes: large ones as spans of their
+ *              own, huge ones in segments of their own, and a cache of those
  *   page.c     a page = a span holding blocks of one size class: free lists,
  *              collection of remote frees, abandonment and reclamation
  *   heap.c     per-thread heaps: page queues per size class, thread exit
@@ -108,7 +108,10 @@ enum {
   HAK_XSTATE_MASK      = 3,
 };
 
-enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_HUGE, HAK_SPAN_META };
+/* FREE: in an arena's free lists. PAGE: blocks of one size class. LARGE: one
+ * block over HAK_MEDIUM_MAX, owned by nobody. HUGE: the block of a huge
+ * segment. META: a segment header. */
+enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_LARGE, HAK_SPAN_HUGE, HAK_SPAN_META };
 
 /* Low bits of page->owner (heaps are page-aligned, so the bits are free). */
 enum {
@@ -143,7 +146,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   PUBLISHED (giving ownership up); only a popper of the reclaim queue, or
  *   the last owner re-adopting on free, moves it back to ACTIVE.
  * - Span fields (slice_count, span_kind, dirty, dirty_slices, purge_at) and
- *   the links of free spans are guarded by the segment's arena lock. */
+ *   the links of free spans are written only under the segment's arena lock
+ *   (a free looks at its neighbours' kinds to coalesce). */
 typedef struct hak_page_s {
   union {
     hak_block_t *free;                   /* page: blocks ready to allocate */
@@ -192,6 +196,7 @@ typedef struct hak_segment_s {
 
 #define HAK_META_SLICES ((sizeof(hak_segment_t) + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE)
 #define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
+#define HAK_LARGE_MAX   (HAK_SEGMENT_SIZE - HAK_META_SIZE)   /* largest block in arena segments */
 
 /* One byte per possible segment of the 48-bit address space, set while the
  * segment is mapped: free() validates any pointer with one compare, and a
@@ -223,6 +228,10 @@ static inline uintptr_t hak_page_owner(const hak_page_t *page) {
 /* ---------------------------------------------------------------- arenas */
 
 #define HAK_SPAN_BINS 24
+/* Fully free segments an arena keeps mapped (their memory is purged like
+ * any free span); more are unmapped. Large blocks empty whole segments
+ * often, and remapping one costs a fresh fault on every page. */
+#define HAK_EMPTY_SEGMENTS_KEPT 4
 #define HAK_ARENAS_MAX 8
 
 /* An arena hands out spans of slices from its segments under its lock. Arenas
@@ -232,7 +241,7 @@ typedef struct hak_arena_s {
   hak_page_t *spans[HAK_SPAN_BINS];      /* free spans by size */
   hak_segment_t *segments;
   size_t segment_count;
-  size_t empty_segments;                 /* fully free segments kept */
+  size_t empty_segments;                 /* fully free segments kept (at most HAK_EMPTY_SEGMENTS_KEPT) */
   uint64_t next_purge;                   /* ms: earliest purge_at pending, or 0 */
 } hak_arena_t;
 
@@ -307,7 +316,7 @@ HAK_INTERNAL size_t hak_process_rss(void);
 HAK_INTERNAL void hak_arenas_init(void);
 HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
-HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices);
+HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL bool hak_arenas_purge_due(void);
 HAK_INTERNAL void hak_arenas_purge_all(void);
@@ -320,6 +329,8 @@ HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
 
 /* huge.c */
+HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
+HAK_INTERNAL void  hak_large_free(hak_page_t *span, void *p);
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
@@ -396,6 +407,7 @@ extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_
 extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_huge_cache_hits HAK_INTERNAL, hak_stat_huge_cache_misses HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_huge_count HAK_INTERNAL, hak_stat_segments_released HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes HAK_INTERNAL;
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #endif

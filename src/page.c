@@ -280,7 +280,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
     page_abandon(page, heap, false);   /* raced to full again: rare */
   }
 
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)));
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
   if (page == NULL) return NULL;
   page_init(heap, page, bin);
   page_extend(page);

@@ -5,8 +5,8 @@
  * of HAK_SLICE_SIZE. An arena carves its segments into spans of slices for
  * pages, and takes them back, coalescing free neighbours. Free spans keep
  * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
- * so bursts reuse resident memory without system calls; a fully free segment
- * beyond one per arena is unmapped. (Purges run from span frees and from
+ * so bursts reuse resident memory without system calls; fully free segments
+ * beyond HAK_EMPTY_SEGMENTS_KEPT per arena are unmapped. (Purges run from span frees and from
  * the malloc slow path, see hak_heap_due_work.) (Huge segments: huge.c.) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -209,31 +209,34 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
   return NULL;
 }
 
-/* Take a span of `slices` slices for a page. Returns its descriptor, with
- * slice_count and span_kind set and every slice mapped to it, or NULL. */
-hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices) {
+/* Take a span of `slices` slices for a page or a large block (`kind`).
+ * Returns its descriptor, with slice_count and span_kind set and every
+ * slice mapped to it, or NULL. `dirty` (may be NULL): whether its memory
+ * may hold old contents (else it is fresh or purged to zero). */
+hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *dirty) {
   pthread_mutex_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices);
   if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices);
   if (span == NULL) { pthread_mutex_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
-  size_t have = span->slice_count;
+  size_t have = span->slice_count, taken_dirty = slices_count_dirty(span, slices);
   if (have > slices)
-    span_insert(a, span + slices, have - slices, span->dirty_slices - slices_count_dirty(span, slices), span->purge_at);
+    span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
+  if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slice_page[first + i] = span;
   span->slice_count = (uint16_t)slices;
-  span->span_kind = HAK_SPAN_PAGE;
+  span->span_kind = kind;
   pthread_mutex_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
   return span;
 }
 
 /* Return a page's span to its segment's arena, merging it with free
- * neighbours. A segment left fully free is kept (one per arena) or unmapped. */
+ * neighbours. A segment left fully free is kept (a few per arena) or unmapped. */
 void hak_span_free(hak_page_t *span) {
   hak_segment_t *seg = hak_segment_of(span);
   hak_arena_t *a = seg->arena;
@@ -243,6 +246,9 @@ void hak_span_free(hak_page_t *span) {
   uint64_t now = hak_clock_ms();
 
   pthread_mutex_lock(&a->lock);
+  /* Under the lock: a span marked free is one a neighbour may merge with.
+   * Marked even if merged away below, so that a second free is reported. */
+  span->span_kind = HAK_SPAN_FREE;
   seg->used_slices -= (uint32_t)n;
   slices_mark_dirty(span, n, 1);   /* the page was used: its slices may be resident */
   size_t dirty = n;
@@ -261,7 +267,7 @@ void hak_span_free(hak_page_t *span) {
   }
   span_insert(a, span, n, dirty, delay > 0 ? now + (uint64_t)delay : now);
 
-  if (seg->used_slices == 0 && ++a->empty_segments > 1) segment_release(a, seg);
+  if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) segment_release(a, seg);
   else if (delay == 0) span_purge(span);
   if (delay > 0 && a->next_purge != 0 && a->next_purge <= now) arena_purge(a, now, false);
   pthread_mutex_unlock(&a->lock);

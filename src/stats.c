@@ -64,7 +64,7 @@ typedef struct census_s {
 typedef struct snapshot_s {
   hak_bin_stats_t counts[HAK_BINS];
   census_t census[HAK_BINS];
-  uint64_t live_bytes, free_spans, free_span_bytes, dirty_span_bytes;
+  uint64_t live_bytes, free_spans, free_span_bytes, dirty_span_bytes;   /* live: in pages */
 } snapshot_t;
 
 static void census_span(const hak_page_t *span, void *arg) {
@@ -106,7 +106,7 @@ static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
 
 typedef struct totals_s {
   int64_t segments, segments_released, committed, committed_peak, purged;
-  int64_t huge_count, huge_bytes, cache_hits, cache_misses;
+  int64_t huge_count, huge_bytes, cache_hits, cache_misses;   /* huge: incl. large blocks */
   size_t cache_bytes, rss;
 } totals_t;
 
@@ -116,8 +116,8 @@ static void take_totals(totals_t *t) {
   t->committed = stat(&hak_stat_committed);
   t->committed_peak = stat(&hak_stat_committed_peak);
   t->purged = stat(&hak_stat_purged);
-  t->huge_count = stat(&hak_stat_huge_count);
-  t->huge_bytes = stat(&hak_stat_huge_bytes);
+  t->huge_count = stat(&hak_stat_huge_count) + stat(&hak_stat_large_count);
+  t->huge_bytes = stat(&hak_stat_huge_bytes) + stat(&hak_stat_large_bytes);
   t->cache_hits = stat(&hak_stat_huge_cache_hits);
   t->cache_misses = stat(&hak_stat_huge_cache_misses);
   t->cache_bytes = hak_huge_cache_bytes();

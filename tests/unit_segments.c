@@ -22,7 +22,7 @@ static void check_page_span(hak_page_t *span, size_t slices) {
 
 static void segments_are_aligned_and_mapped(void) {
   for (size_t n = 1; n <= HAK_PAGE_MAX_SLICES; n *= 2) {
-    hak_page_t *span = hak_span_alloc(&arena, n);
+    hak_page_t *span = hak_span_alloc(&arena, n, HAK_SPAN_PAGE, NULL);
     UCHECK(span != NULL, "span of %zu", n);
     check_page_span(span, n);
     hak_span_free(span);
@@ -30,37 +30,55 @@ static void segments_are_aligned_and_mapped(void) {
 }
 
 static void free_spans_coalesce(void) {
-  hak_page_t *a = hak_span_alloc(&arena, 3), *b = hak_span_alloc(&arena, 5), *c = hak_span_alloc(&arena, 2);
+  hak_page_t *a = hak_span_alloc(&arena, 3, HAK_SPAN_PAGE, NULL), *b = hak_span_alloc(&arena, 5, HAK_SPAN_PAGE, NULL), *c = hak_span_alloc(&arena, 2, HAK_SPAN_PAGE, NULL);
   UCHECK(hak_segment_of(a) == hak_segment_of(c), "one segment");
   UCHECK(b == a + 3 && c == b + 5, "spans are carved in order");
   hak_span_free(b);
   hak_span_free(a);
   hak_span_free(c);
-  hak_page_t *all = hak_span_alloc(&arena, 10);
+  hak_page_t *all = hak_span_alloc(&arena, 10, HAK_SPAN_PAGE, NULL);
   UCHECK(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
   check_page_span(all, 10);
   hak_span_free(all);
 }
 
-static void empty_segments_beyond_one_are_released(void) {
-  enum { N = 3 };
+static void empty_segments_beyond_a_few_are_released(void) {
+  enum { N = HAK_EMPTY_SEGMENTS_KEPT + 2 };
   hak_page_t *whole[N];
   size_t big = HAK_SLICES - HAK_META_SLICES;   /* a whole segment each */
   for (int i = 0; i < N; i++) {
-    whole[i] = hak_span_alloc(&arena, big);
+    whole[i] = hak_span_alloc(&arena, big, HAK_SPAN_PAGE, NULL);
     UCHECK(whole[i] != NULL, "segment %d", i);
   }
   UCHECK(arena.segment_count >= N, "%zu segments", arena.segment_count);
   for (int i = 0; i < N; i++) hak_span_free(whole[i]);
-  UCHECK(arena.empty_segments == 1 && arena.segment_count == 1, "kept %zu of %zu", arena.empty_segments, arena.segment_count);
-  UCHECK(!hak_segment_is_mapped(whole[1]) || !hak_segment_is_mapped(whole[2]) || !hak_segment_is_mapped(whole[0]),
-         "a released segment left the map");
+  UCHECK(arena.empty_segments == HAK_EMPTY_SEGMENTS_KEPT && arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT,
+         "kept %zu of %zu", arena.empty_segments, arena.segment_count);
+  int mapped = 0;
+  for (int i = 0; i < N; i++) mapped += hak_segment_is_mapped(whole[i]);
+  UCHECK(mapped == HAK_EMPTY_SEGMENTS_KEPT, "released segments left the map (%d mapped)", mapped);
+}
+
+/* Blocks above the size classes that fit a segment are spans of their own:
+ * freed, the span coalesces and serves other sizes. */
+static void large_blocks_are_spans(void) {
+  uint8_t *p = hak_malloc(5u << 20);
+  hak_page_t *span = hak_page_of(hak_segment_of(p), p);
+  UCHECK(span->span_kind == HAK_SPAN_LARGE && p == hak_page_area(span), "kind %d", span->span_kind);
+  UCHECK(((uintptr_t)p & (HAK_SLICE_SIZE - 1)) == 0 && hak_malloc_usable_size(p) >= (5u << 20), "slice aligned");
+  memset(p, 0xEE, 5u << 20);
+  hak_free(p);
+  UCHECK(span->span_kind == HAK_SPAN_FREE, "freed span");
+  uint8_t *q = hak_calloc(1, 3u << 20);   /* reuses the dirty span: must be zeroed */
+  UCHECK(hak_segment_of(q) == hak_segment_of(p), "reused in the same segment");
+  for (size_t i = 0; i < (3u << 20); i += 4096) UCHECK(q[i] == 0, "calloc byte %zu", i);
+  hak_free(q);
 }
 
 static void huge_blocks_honour_alignment(void) {
   size_t aligns[] = { 16, 4096, 65536, (size_t)1 << 21, HAK_HUGE_ALIGN_MAX };
   for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
-    size_t size = (5u << 20) + 123;
+    size_t size = HAK_LARGE_MAX + 123;
     uint8_t *p = hak_huge_alloc(size, aligns[i], false);
     UCHECK(p != NULL && ((uintptr_t)p & (aligns[i] - 1)) == 0, "align %zu: %p", aligns[i], (void *)p);
     hak_segment_t *seg = hak_segment_of(p);
@@ -87,7 +105,8 @@ int main(void) {
   pthread_mutex_init(&arena.lock, NULL);
   UCASE(segments_are_aligned_and_mapped);
   UCASE(free_spans_coalesce);
-  UCASE(empty_segments_beyond_one_are_released);
+  UCASE(empty_segments_beyond_a_few_are_released);
+  UCASE(large_blocks_are_spans);
   UCASE(huge_blocks_honour_alignment);
   UCASE(os_aligned_mappings_are_aligned);
   return 0;
