@@ -112,7 +112,10 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       return q;
     }
   }
-  if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)   /* large blocks start on a slice */
+  /* Past the classes (over-allocating only overflows them above 512 KiB,
+   * where every class is a multiple of 64 KiB and was taken above), large
+   * blocks start on a slice. */
+  if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
     return hak_malloc_generic(size, hak_heap_get(), zero);
   return hak_huge_alloc(size, align, zero);
 }
