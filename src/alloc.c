@@ -53,12 +53,12 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     heap = hak_heap_thread_init();
     if (heap == NULL) { errno = ENOMEM; return NULL; }
   }
+  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
   if (size > HAK_MEDIUM_MAX) {
     if (hak_owner_counted) heap->stats[0].allocs++;
     return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
   }
 
-  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
   if (page != NULL && page->free == NULL && page->local_free != NULL &&
@@ -70,10 +70,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
-  hak_block_t *b = page->free;
-  page->free = b->next;
-  page->used++;
-  b->free_tag = 0;
+  void *b = page_pop(page);
   if (hak_owner_counted) heap->stats[bin].allocs++;
   if (zero) memset(b, 0, size);
   return b;
@@ -92,6 +89,9 @@ void *hak_calloc(size_t count, size_t size) {
 
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
+  /* At least one byte: the aligned address must lie inside its block (with
+   * size 0 it could be the block's end, i.e. the next block's start). */
+  if (size == 0) size = 1;
   if (size <= HAK_MEDIUM_MAX && align <= HAK_SLICE_SIZE) {
     /* Pages start on slice boundaries, so a class whose size is a multiple
      * of the alignment yields aligned blocks as they are. */

@@ -9,8 +9,10 @@
  *   free_remote         lock-free push on page->xthread_free; the push that
  *                       finds the page ABANDONED publishes it for adoption
  *
- * A free never takes a lock, and never touches a block after publishing it
- * (LESSONS.md §3): once pushed, another thread may already reuse it. */
+ * A free of a block in a page never takes a lock (large and huge blocks go
+ * back to their arena or cache, under its lock), and never touches a block
+ * after publishing it (shared/LESSONS.md §3): once pushed, another thread
+ * may already reuse it. */
 #include "internal.h"
 
 static HAK_NOINLINE HAK_NORETURN void report_double_free(const void *p) {
@@ -70,7 +72,7 @@ void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, vo
   }
   uint8_t *area = hak_page_area(page);
   if (page->span_kind != HAK_SPAN_PAGE || (uint8_t *)p < area ||
-      (uint8_t *)p >= area + ((size_t)page->slice_count << HAK_SLICE_SHIFT))
+      (uint8_t *)p >= area + (size_t)page->reserved * page->block_size)
     report_foreign(p);
   hak_block_t *b = hak_page_block_start(page, p);
   /* An interior pointer is only valid on a page that handed out aligned

@@ -87,8 +87,8 @@ void hak_heap_thread_done(hak_heap_t *heap) {
     hak_page_t *page;
     while ((page = heap->queues[bin].first) != NULL) hak_page_give_up(heap, page);
   }
+  pthread_mutex_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
   hak_stats_merge_exited(heap);
-  pthread_mutex_lock(&heaps_lock);
   heaps_unlink(heap);
   heap->list_next = heaps_spare;
   heaps_spare = heap;
@@ -102,7 +102,7 @@ _Atomic(bool) hak_work_pending;
  * note made meanwhile is not lost. */
 void hak_heap_due_work(hak_heap_t *heap) {
   if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
-  atomic_store_explicit(&hak_work_pending, false, memory_order_relaxed);
+  if (!atomic_exchange_explicit(&hak_work_pending, false, memory_order_seq_cst)) return;
   bool pending = hak_arenas_purge_due();
   pending |= hak_huge_cache_decay();
   pending |= hak_reclaim_sweep(heap, false);

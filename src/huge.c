@@ -11,7 +11,7 @@
  * Freed huge segments go to a small cache, still mapped and aligned: a
  * program that frees and reallocates big buffers then pays neither
  * mmap/munmap nor fresh page faults. The cache holds at most
- * HAKMEM_LARGE_CACHE bytes (oldest out first). While huge blocks keep being
+ * HAKMEM_HUGE_CACHE bytes (oldest out first). While huge blocks keep being
  * freed and taken, cached memory stays resident; once the cache has seen no
  * use for HAKMEM_PURGE_DELAY, its memory is purged (mappings kept).
  *
@@ -62,7 +62,7 @@ static size_t huge_offset(size_t align) {
 
 /* Make `seg` (mapped, `total` bytes) describe one huge block at `offset`. */
 static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
-  hak_segment_init_header(seg, total, HAK_SEGMENT_HUGE, NULL);
+  hak_segment_init_header(seg, total, NULL);
   hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
   page->span_kind = HAK_SPAN_HUGE;
   page->slice_count = 1;
@@ -91,7 +91,8 @@ static void huge_retire(hak_segment_t *seg, size_t size) {
 
 typedef struct cached_s {
   hak_segment_t *seg;
-  bool zeroed;                           /* purged with MADV_DONTNEED */
+  bool purged;                           /* memory handed back since it was freed */
+  bool zeroed;                           /* ... with MADV_DONTNEED: it reads as zero */
 } cached_t;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -110,10 +111,11 @@ static void cache_remove_at(size_t i) {
 static void cache_purge(void) {
   for (size_t i = 0; i < cache_count; i++) {
     cached_t *c = &cache[i];
-    if (c->zeroed) continue;
+    if (c->purged) continue;
     /* The header's first page stays: it is rewritten on reuse anyway. */
     hak_os_purge((uint8_t *)c->seg + HAK_OS_PAGE, c->seg->size - HAK_OS_PAGE);
     atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)c->seg->size, memory_order_relaxed);
+    c->purged = true;
     c->zeroed = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_DONTNEED;
   }
   atomic_store_explicit(&cache_dirty, false, memory_order_relaxed);
@@ -154,7 +156,7 @@ static hak_segment_t *cache_take(size_t total, bool *zeroed) {
 
 /* Keep a freed huge segment, or unmap it if it does not fit the cache. */
 static void cache_put(hak_segment_t *seg) {
-  size_t limit = (size_t)hak_option(HAK_OPT_LARGE_CACHE);
+  size_t limit = (size_t)hak_option(HAK_OPT_HUGE_CACHE);
   hak_segment_t *evicted[HUGE_CACHE_SLOTS];
   size_t n_evicted = 0;
   if (seg->size <= limit) {
@@ -163,7 +165,7 @@ static void cache_put(hak_segment_t *seg) {
       evicted[n_evicted++] = cache[0].seg;
       cache_remove_at(0);
     }
-    cache[cache_count++] = (cached_t){ seg, false };
+    cache[cache_count++] = (cached_t){ seg, false, false };
     cache_bytes += seg->size;
     cache_used_at = hak_clock_ms();
     atomic_store_explicit(&cache_dirty, true, memory_order_relaxed);
@@ -239,7 +241,11 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
   hak_segment_t *target = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
   if (target == NULL) return NULL;
   size_t old_size = seg->size;
+  /* Out of the map before the old range is unmapped: once it is, another
+   * thread's new segment may get this address and set the byte itself. */
+  hak_segment_map_set(seg, 0);
   if (mremap(seg, old_size, total, MREMAP_MAYMOVE | MREMAP_FIXED, target) != (void *)target) {
+    hak_segment_map_set(seg, 1);
     hak_os_free(target, total);
     return NULL;
   }

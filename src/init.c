@@ -12,9 +12,13 @@ _Atomic int hak_init_state;
 uintptr_t hak_tag_secret;
 
 /* fork(): hold every allocator lock across it, so the child never inherits
- * a lock held by a thread that does not exist there. */
+ * a lock held by a thread that does not exist there. Taken in the order the
+ * allocator nests them: report, heaps, exited counters, reclaim, arenas,
+ * huge cache and giant list. */
 static void fork_prepare(void) {
+  hak_stats_fork_prepare();
   hak_heaps_fork_prepare();
+  hak_stats_fork_exited_prepare();
   hak_reclaim_fork_prepare();
   hak_segments_fork_prepare();
   hak_huge_fork_prepare();
@@ -23,13 +27,16 @@ static void fork_parent(void) {
   hak_huge_fork_parent();
   hak_segments_fork_parent();
   hak_reclaim_fork_parent();
+  hak_stats_fork_exited_parent();
   hak_heaps_fork_parent();
+  hak_stats_fork_parent();
 }
 static void fork_child(void) {
   hak_huge_fork_child();
   hak_segments_fork_child();
   hak_reclaim_fork_child();
   hak_heaps_fork_child();
+  hak_stats_fork_child();
 }
 
 void hak_process_init(void) {
@@ -44,9 +51,9 @@ void hak_process_init(void) {
   hak_tag_secret = (uintptr_t)hak_random_u64() | 1;   /* odd: a tag is never 0 */
   hak_arenas_init();
   hak_heap_direct_init();
+  hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
-  hak_heap_key_create();
   pthread_atfork(fork_prepare, fork_parent, fork_child);
   hak_verbose("hakmem: ready (%u arenas, purge delay %ld ms)\n",
               hak_arena_count(), hak_option(HAK_OPT_PURGE_DELAY));

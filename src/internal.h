@@ -11,12 +11,11 @@
  *   page.c     a page = a span holding blocks of one size class: free lists,
  *              collection of remote frees, abandonment and reclamation
  *   heap.c     per-thread heaps: page queues per size class, thread exit
- *   alloc.c    malloc and friends
+ *   alloc.c    malloc and friends (and their standard and C++ names)
  *   free.c     free: the local fast path and the cross-thread path
  *   init.c     process start-up, fork, thread exit hooks
  *   options.c  HAKMEM_* options and messages
- *   stats.c    counters and the report
- *   override.c the standard names and C++ operators
+ *   stats.c    counters and the report (mallinfo2, malloc_stats)
  */
 #ifndef HAKMEM_INTERNAL_H
 #define HAKMEM_INTERNAL_H
@@ -142,9 +141,11 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * - used counts blocks handed out and not yet back on free/local_free:
  *   blocks sitting in xthread_free still count until the owner collects them.
  *   So used == 0 means no live block, and no remote free can still arrive.
- * - An owned page has state ACTIVE. Only the owner moves it to ABANDONED or
- *   PUBLISHED (giving ownership up); only a popper of the reclaim queue, or
- *   the last owner re-adopting on free, moves it back to ACTIVE.
+ * - An owned page has state ACTIVE. Only its owner gives it up (to
+ *   ABANDONED, or to PUBLISHED if it has room); the remote free that finds
+ *   it ABANDONED moves it to PUBLISHED and queues it; only a popper of the
+ *   reclaim queue, or the last owner re-adopting on free, moves it back to
+ *   ACTIVE.
  * - Span fields (slice_count, span_kind, dirty, dirty_slices, purge_at) and
  *   the links of free spans are written only under the segment's arena lock
  *   (a free looks at its neighbours' kinds to coalesce). */
@@ -174,22 +175,19 @@ _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
 
 /* ---------------------------------------------------------------- segments */
 
-enum { HAK_SEGMENT_NORMAL = 0, HAK_SEGMENT_HUGE = 1 };
-
 /* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
  * header by masking, and its slice's descriptor through slice_page.
- * NORMAL segments hold HAK_SLICES slices, the first HAK_META_SLICES of which
- * hold this header. HUGE segments hold one block (possibly much larger than
- * HAK_SEGMENT_SIZE) whose start lies in the first HAK_SEGMENT_SIZE.
+ * An arena's segment holds HAK_SLICES slices, the first HAK_META_SLICES of
+ * which hold this header. A huge segment holds one block (possibly much
+ * larger than HAK_SEGMENT_SIZE) whose start lies in the first
+ * HAK_SEGMENT_SIZE.
  * Invariant: slice_page[i] is the descriptor of the span (free, page, huge
  * or meta) holding slice i, for every slice of the segment. */
 typedef struct hak_segment_s {
-  uintptr_t cookie;                      /* address ^ secret: a sanity check */
   size_t size;                           /* bytes mapped */
-  struct hak_arena_s *arena;             /* owner of the span lists (NORMAL) */
+  struct hak_arena_s *arena;             /* owner of the span lists; NULL: huge */
   struct hak_segment_s *next, *prev;     /* arena's segment list */
-  uint32_t used_slices;                  /* slices in pages (NORMAL) */
-  uint8_t kind;
+  uint32_t used_slices;                  /* slices in pages and large blocks */
   hak_page_t *slice_page[HAK_SLICES];
   hak_page_t pages[HAK_SLICES];
 } hak_segment_t;
@@ -281,7 +279,7 @@ static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
 
 typedef enum {
   HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
-  HAK_OPT_ARENAS, HAK_OPT_LARGE_CACHE, HAK_OPT_COUNT
+  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_COUNT
 } hak_option_t;
 
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
@@ -297,8 +295,10 @@ static inline long hak_option(hak_option_t o) { return hak_options[o]; }
  * checks for due work with one load when there is none. */
 extern _Atomic(bool) hak_work_pending HAK_INTERNAL;
 static inline void hak_note_pending_work(void) {
+  /* seq_cst, paired with the exchange in hak_heap_due_work: a note made
+   * after the state change is seen, or the change itself is. */
   if (!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
-    atomic_store_explicit(&hak_work_pending, true, memory_order_relaxed);
+    atomic_store_explicit(&hak_work_pending, true, memory_order_seq_cst);
 }
 
 /* ---------------------------------------------------------------- functions */
@@ -324,7 +324,7 @@ HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
 HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, uint8_t v);
-HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a);
+HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a);
 HAK_INTERNAL void hak_segments_fork_prepare(void);
 HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
@@ -403,6 +403,11 @@ HAK_INTERNAL HAK_NORETURN void hak_fatal(const char *fmt, ...);
 /* stats.c */
 HAK_INTERNAL void hak_stats_at_exit(void);
 HAK_INTERNAL void hak_stats_merge_exited(hak_heap_t *heap);
+HAK_INTERNAL void hak_stats_fork_prepare(void);
+HAK_INTERNAL void hak_stats_fork_parent(void);
+HAK_INTERNAL void hak_stats_fork_child(void);
+HAK_INTERNAL void hak_stats_fork_exited_prepare(void);
+HAK_INTERNAL void hak_stats_fork_exited_parent(void);
 extern _Atomic(int64_t) hak_stat_committed HAK_INTERNAL, hak_stat_committed_peak HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;

@@ -1,6 +1,7 @@
 /* HAKMEM_* options, read once at start-up into plain globals, and the
  * allocator's messages (formatted here, without printf, which may allocate). */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static const option_desc_t option_descs[HAK_OPT_COUNT] = {
   [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10 },
   [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED },
   [HAK_OPT_ARENAS]      = { "ARENAS", 0 },
-  [HAK_OPT_LARGE_CACHE] = { "LARGE_CACHE", 128L << 20 },
+  [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20 },
 };
 
 long hak_options[HAK_OPT_COUNT];
@@ -30,7 +31,10 @@ static bool parse_number(const char *s, long *out) {
   if (negative) s++;
   if (*s < '0' || *s > '9') return false;
   long v = 0;
-  while (*s >= '0' && *s <= '9') v = v * 10 + (*s++ - '0');
+  while (*s >= '0' && *s <= '9') {
+    if (v > (LONG_MAX >> 30) / 10) return false;   /* room left for a 'g' */
+    v = v * 10 + (*s++ - '0');
+  }
   switch (*s | 0x20) {
     case 'k': v <<= 10; s++; break;
     case 'm': v <<= 20; s++; break;

@@ -6,7 +6,7 @@
  *   xthread_free blocks other threads freed (lock-free push, owner takes all)
  * When `free` runs dry the owner collects the other two into it.
  *
- * Ownership moves between threads without locks (see LESSONS.md §4-8):
+ * Ownership moves between threads without locks (see shared/LESSONS.md §4-8):
  * a page its owner finds full is given up (state ABANDONED, no owner). The
  * first remote free into it flips it to PUBLISHED and pushes it on its size
  * class's reclaim queue; a thread that needs a page of that class pulls it
@@ -139,6 +139,7 @@ static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(uint64_t) published_count;   /* pages published, ever */
 static _Atomic(uint64_t) swept_count;       /* published_count at the last sweep */
 static _Atomic(uint64_t) swept_at;          /* ms: when the last sweep began */
+static _Atomic(bool) sweep_owed;            /* the last sweep put pages back: look again later */
 
 static void reclaim_push(hak_page_t *page) {
   reclaim_t *r = &reclaims[page->bin];
@@ -192,7 +193,8 @@ static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
  * it is published for adoption now; full, it waits for its first remote free
  * to be published. `last_owner` may take it back on free (NULL at exit).
  * `swept`: the reclaim sweep puts back a page it took, which is not news
- * (it does not count as a publication that calls for another sweep). */
+ * (it does not count as a new publication; the sweep itself asks to look
+ * again, see hak_reclaim_sweep). */
 static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
   atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
@@ -273,11 +275,15 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
     page = next;
   }
 
-  while ((page = reclaim_pop(bin)) != NULL) {
+  /* A published page always has room: a remote free put a block in it, or
+   * its owner gave it up with free blocks. */
+  if ((page = reclaim_pop(bin)) != NULL) {
     page_adopt(heap, page);
-    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
-    if (page->free != NULL) { hak_page_queue_push_front(heap, page); return page; }
-    page_abandon(page, heap, false);   /* raced to full again: rare */
+    if (page->free == NULL && page->capacity == page->reserved)
+      hak_fatal("internal error: adopted page %p has no free block", (void *)page);
+    if (page->free == NULL) page_extend(page);
+    hak_page_queue_push_front(heap, page);
+    return page;
   }
 
   page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
@@ -298,7 +304,9 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
 bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
   uint64_t published = atomic_load_explicit(&published_count, memory_order_relaxed);
   long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  if (!force && (published == atomic_load_explicit(&swept_count, memory_order_relaxed) || delay < 0)) return false;
+  bool news = published != atomic_load_explicit(&swept_count, memory_order_relaxed) ||
+              atomic_load_explicit(&sweep_owed, memory_order_relaxed);
+  if (!force && (!news || delay < 0)) return false;
   uint64_t now = hak_clock_ms();
   if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return true;
   if (force) pthread_mutex_lock(&reclaim_lock);
@@ -314,14 +322,22 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
     atomic_store_explicit(&r->has_queued, false, memory_order_relaxed);
   }
   pthread_mutex_unlock(&reclaim_lock);
+  bool put_back = false;
   while (taken != NULL) {
     hak_page_t *page = taken;
     taken = page->next;
     page_adopt(heap, page);
-    if (page->used == 0) page_free_span(heap, page);
-    else page_abandon(page, NULL, true);
+    if (page->used == 0) {
+      page_free_span(heap, page);
+    } else {
+      page_abandon(page, NULL, true);
+      put_back = true;
+    }
   }
-  return false;
+  /* Pages put back may be emptied by remote frees later, which publish
+   * nothing new (they are published already): look at them again. */
+  atomic_store_explicit(&sweep_owed, put_back, memory_order_relaxed);
+  return put_back;
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */

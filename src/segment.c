@@ -158,17 +158,15 @@ void hak_arenas_purge_all(void) {
 
 /* ------------------------------------------------------------ segments */
 
-void hak_segment_init_header(hak_segment_t *seg, size_t size, uint8_t kind, hak_arena_t *a) {
-  seg->cookie = (uintptr_t)seg ^ hak_tag_secret;
+void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a) {
   seg->size = size;
-  seg->kind = kind;
   seg->arena = a;
 }
 
 static hak_segment_t *segment_new(hak_arena_t *a) {
   hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
-  hak_segment_init_header(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_NORMAL, a);
+  hak_segment_init_header(seg, HAK_SEGMENT_SIZE, a);
   seg->pages[0].span_kind = HAK_SPAN_META;
   seg->pages[0].slice_count = HAK_META_SLICES;
   for (size_t i = 0; i < HAK_SLICES; i++)

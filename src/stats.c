@@ -33,6 +33,7 @@ static int64_t stat(_Atomic(int64_t) *s) { return atomic_load_explicit(s, memory
 
 /* ------------------------------------------------------------ gathering */
 
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;   /* see report_begin */
 static pthread_mutex_t exited_lock = PTHREAD_MUTEX_INITIALIZER;
 static hak_bin_stats_t exited[HAK_BINS];   /* counters of threads that have exited */
 
@@ -47,6 +48,17 @@ static void add_bins(hak_bin_stats_t *into, const hak_bin_stats_t *from) {
     into[b].pages_adopted += from[b].pages_adopted;
   }
 }
+
+/* fork(): the report and exited-counter locks, outermost (lock order:
+ * report_lock, then heaps_lock, then exited_lock). */
+void hak_stats_fork_prepare(void) { pthread_mutex_lock(&report_lock); }
+void hak_stats_fork_parent(void) { pthread_mutex_unlock(&report_lock); }
+void hak_stats_fork_child(void) {
+  pthread_mutex_init(&report_lock, NULL);
+  pthread_mutex_init(&exited_lock, NULL);
+}
+void hak_stats_fork_exited_prepare(void) { pthread_mutex_lock(&exited_lock); }
+void hak_stats_fork_exited_parent(void) { pthread_mutex_unlock(&exited_lock); }
 
 void hak_stats_merge_exited(hak_heap_t *heap) {
   pthread_mutex_lock(&exited_lock);
@@ -150,8 +162,7 @@ static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_
 }
 
 /* Reports share one snapshot (too large for the stack of whatever thread
- * asks), taken under report_lock. */
-static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+ * asks), taken under report_lock (declared above). */
 static snapshot_t report;
 static totals_t report_totals;
 

@@ -30,7 +30,8 @@ static void *aligned_by(int api, size_t align, size_t size)
  * size larger than what was really reserved, show up as corruption. */
 static void sweep_alignment(int api, size_t align)
 {
-    const size_t sizes[] = {1, align - 1, align, align + 1, 3 * align + 7, 13, 1000 + 1, 4 * KiB + 3};
+    /* 0: the aligned address must still lie inside its own block. */
+    const size_t sizes[] = {0, 1, align - 1, align, align + 1, 3 * align + 7, 13, 1000 + 1, 4 * KiB + 3};
     enum { N = sizeof sizes / sizeof sizes[0] };
     void *blocks[N];
     size_t usable[N];

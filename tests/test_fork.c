@@ -147,11 +147,47 @@ static void fork_in_forked_child(void)
     stop_hammers();
 }
 
+#ifdef HAK_TEST_STANDARD_NAMES
+/* A thread keeps taking statistics reports (which hold their own locks
+ * while they walk the heaps) while main forks: the child must still be able
+ * to take a report, allocate and exit. */
+static _Atomic bool stop_reporting;
+
+static void *reporter(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_reporting)) (void)mallinfo2();
+    return NULL;
+}
+
+static void fork_while_reporting(void)
+{
+    pthread_t t = hak_thread_start(reporter, NULL);
+    for (size_t f = 0; f < hak_scale(20, 200); f++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            struct mallinfo2 mi = mallinfo2();
+            free(malloc(100));
+            _exit(mi.arena > 0 ? 0 : 1);
+        }
+        int status = hak_wait_child(pid, CHILD_TIMEOUT_S);
+        CHECK_CHILD_EXITED_0(status);
+    }
+    atomic_store(&stop_reporting, true);
+    pthread_join(t, NULL);
+}
+#endif
+
 int main(void)
 {
     hak_test_begin("test_fork");
     RUN_CASE(fork_while_threads_allocate);
     RUN_CASE(forked_child_starts_threads);
     RUN_CASE(fork_in_forked_child);
+#ifdef HAK_TEST_STANDARD_NAMES
+    RUN_CASE(fork_while_reporting);
+#endif
     return 0;
 }
