@@ -105,6 +105,11 @@ static void take_snapshot(snapshot_t *s) {
   pthread_mutex_unlock(&exited_lock);
   hak_heaps_visit(merge_live_heap, s->counts);
   hak_arenas_visit_spans(census_span, s);
+  if (hak_owner_counted) {   /* exact, unlike pages' counts of uncollected remote frees */
+    s->live_bytes = 0;
+    for (size_t b = 1; b < HAK_BINS; b++)
+      s->live_bytes += (s->counts[b].allocs - s->counts[b].frees) * hak_bin_size(b);
+  }
 }
 
 /* Live blocks of a class: exact from the call counters when counting (a

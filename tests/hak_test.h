@@ -309,6 +309,18 @@ static inline size_t hak_rss_bytes(void)
                           rss_ / MiB, lim_ / MiB);                           \
     } while (0)
 
+/* Resident memory has grown by less than `growth` since `base` (an RSS
+ * taken once the test's live set is in place): memory freed in one round
+ * must serve the next, so a leak of even part of a round shows. */
+#define CHECK_RSS_GROWTH_BELOW(base, growth)                                 \
+    do {                                                                     \
+        size_t rss_ = hak_rss_bytes(), lim_ = (base) + (growth) * HAK_RSS_SLACK; \
+        if (rss_ >= lim_)                                                    \
+            hak_test_fail(__FILE__, __LINE__,                                \
+                          "RSS %zu MiB grew past %zu MiB + %zu MiB (memory not reused?)", \
+                          rss_ / MiB, (size_t)(base) / MiB, (size_t)(growth) * HAK_RSS_SLACK / MiB); \
+    } while (0)
+
 /* ---- a blocking queue of blocks handed between threads ------------------ */
 
 /* A block in flight, filled with the pattern hak_seed_of(ptr, size). */

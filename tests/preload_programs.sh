@@ -15,11 +15,15 @@ case $LIB in /*) ;; *) LIB=$(pwd)/$LIB ;; esac
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/hakmem-preload.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT INT TERM
+trap 'rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"; exit 130' INT TERM
 
 # Same environment for both runs; nothing time- or locale-dependent.
 export LC_ALL=C TZ=UTC HOME="$WORK/home" PYTHONHASHSEED=0 PYTHONMALLOC=malloc
-export GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=hakmem GIT_AUTHOR_EMAIL=hakmem@example.invalid
+# git must not see the caller's repository or configuration (a hook, an
+# inherited index, signing settings in an XDG config).
+unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY XDG_CONFIG_HOME
+export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 GIT_AUTHOR_NAME=hakmem GIT_AUTHOR_EMAIL=hakmem@example.invalid
 export GIT_COMMITTER_NAME=hakmem GIT_COMMITTER_EMAIL=hakmem@example.invalid
 mkdir -p "$HOME"
 

@@ -3,6 +3,7 @@
  * child prints the bad pointer first ("bad pointer 0x...") so the parent can
  * check the message names that same address. Normal build only: under the
  * sanitizers such frees are the sanitizer's business. */
+#include <sys/resource.h>
 #include "hak_test.h"
 
 #include <sys/mman.h>
@@ -61,6 +62,8 @@ static child_report run_in_child(bad_free_fn fn)
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        struct rlimit no_core = {0, 0};   /* it aborts on purpose: no core file */
+        setrlimit(RLIMIT_CORE, &no_core);
         close(fds[0]);
         CHECK(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
         fn();

@@ -82,12 +82,14 @@ static void freed_after_threads_exit(void)
 static void huge_blocks_are_returned(void)
 {
     size_t baseline = hak_rss_bytes();
-    for (int i = 0; i < 12; i++) {
-        size_t size = (size_t)(4 + i) * MiB;
+    /* Beyond a segment's capacity (~32 MiB): each in a segment of its own,
+     * kept mapped in the huge-block cache (128 MiB) for a while. */
+    for (int i = 0; i < 4; i++) {
+        size_t size = (size_t)(40 + 10 * i) * MiB;
         char *p = malloc(size);
         CHECK(p != NULL);
         memset(p, 0x33, size);
-        free(p);   /* kept in the huge-block cache for a while */
+        free(p);
     }
     hak_rng rng = hak_rng_seed(4);
     light_work(&rng);

@@ -69,7 +69,11 @@ static void churn_threads(void)
     hak_queue_init(&handoff, handoff_ring, sizeof handoff_ring / sizeof handoff_ring[0]);
     pthread_t surv = hak_thread_start(survivor, &res);
 
-    size_t peak_rss = 0;
+    /* The survivor's backlog is full after ~128 threads: from then on the
+     * live set is steady, and freed memory of dead threads must be reused.
+     * Every 256 threads hand over ~10 MiB, so a leak shows in a few steps. */
+    enum { WARM_UP = 512 };
+    size_t peak_rss = 0, base_rss = 0;
     for (size_t started = 0; started < threads; started += CONCURRENT) {
         pthread_t batch[CONCURRENT];
         for (size_t i = 0; i < CONCURRENT; i++)
@@ -79,6 +83,8 @@ static void churn_threads(void)
             size_t rss = hak_rss_bytes();
             if (rss > peak_rss) peak_rss = rss;
             CHECK_RSS_BELOW(RSS_BOUND);
+            if (started == WARM_UP) base_rss = rss;
+            else if (started > WARM_UP) CHECK_RSS_GROWTH_BELOW(base_rss, 32 * MiB);
         }
     }
     hak_queue_close(&handoff);
@@ -106,6 +112,9 @@ static void *allocate_and_exit(void *arg)
 
 static void orphaned_blocks_freed_by_main(void)
 {
+    /* A generation holds ~13 MiB: the pages of dead threads must serve the
+     * next generation, so RSS stays within about one generation of the first. */
+    size_t base_rss = 0;
     for (size_t gen = 0; gen < hak_scale(20, 200); gen++) {
         pthread_t t[ORPHAN_THREADS];
         for (size_t i = 0; i < ORPHAN_THREADS; i++)
@@ -113,6 +122,8 @@ static void orphaned_blocks_freed_by_main(void)
         for (size_t i = 0; i < ORPHAN_THREADS; i++) pthread_join(t[i], NULL);
         for (size_t i = 0; i < ORPHAN_THREADS; i++)
             for (size_t j = 0; j < BLOCKS_PER_THREAD; j++) hak_item_verify_free(orphans[i][j]);
+        if (gen == 0) base_rss = hak_rss_bytes();
+        else CHECK_RSS_GROWTH_BELOW(base_rss, 16 * MiB);
     }
     CHECK_RSS_BELOW(RSS_BOUND);
 }

@@ -118,6 +118,8 @@ static void double_free_is_detected(void) {
   fflush(stdout);
   pid_t pid = fork();
   if (pid == 0) {
+    struct rlimit no_core = {0, 0};   /* it aborts on purpose: no core file */
+    setrlimit(RLIMIT_CORE, &no_core);
     void *p = hak_malloc(SIZE);
     hak_free(p);
     hak_free(p);
