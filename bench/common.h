@@ -11,6 +11,7 @@
 
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,16 +117,15 @@ static inline size_t rng_uniform(rng_t *r, size_t lo, size_t hi)
     return lo + rng_below(r, hi - lo + 1);
 }
 
-/* Log-uniform in [lo, hi]: every power-of-two band is equally likely, which
- * is closer to real programs (many small blocks, few big ones) than uniform. */
+/* Log-uniform in [lo, hi]: equal odds for every factor of two of size,
+ * which is closer to real programs (many small blocks, few big ones) than
+ * uniform. The exponent is drawn continuously, so a range whose end is a
+ * power of two does not pile a whole band onto that one size. */
 static inline size_t rng_log_uniform(rng_t *r, size_t lo, size_t hi)
 {
-    int lo_bits = 63 - __builtin_clzll(lo), hi_bits = 63 - __builtin_clzll(hi);
-    int bits = lo_bits + (int)rng_below(r, (uint64_t)(hi_bits - lo_bits + 1));
-    size_t band_lo = (size_t)1 << bits, band_hi = (band_lo << 1) - 1;
-    if (band_lo < lo) band_lo = lo;
-    if (band_hi > hi) band_hi = hi;
-    return rng_uniform(r, band_lo, band_hi);
+    double u = (double)(rng_next(r) >> 11) * 0x1p-53;   /* [0, 1) */
+    size_t size = (size_t)((double)lo * exp(u * log((double)(hi + 1) / (double)lo)));
+    return size < lo ? lo : size > hi ? hi : size;
 }
 
 /* ---- stamping: one word per 4 KiB page plus the last word (page words
