@@ -37,8 +37,7 @@ void *hak_malloc(size_t size) {
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_likely(!zero)) {
     void *p = NULL;
-    if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_small(size)]);
-    else if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_mid(size)]);
+    if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       hak_page_t *page = heap->queues[hak_bin_of(size)].first;
       if (page != NULL) p = page_pop(page);
@@ -61,11 +60,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
-  if (page != NULL && page->free == NULL && page->local_free != NULL &&
-      (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK) == 0) {
-    page->free = page->local_free;   /* the owner's own frees: the cheapest refill */
-    page->local_free = NULL;
-  }
+  if (page != NULL && page->free == NULL) hak_page_collect(page);   /* the cheapest refill */
   if (page == NULL || page->free == NULL) {
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }

@@ -117,7 +117,6 @@ enum {
   HAK_OWNER_ALIGNED   = 1,  /* some block went out at an interior aligned address */
   HAK_OWNER_ABANDONED = 2,  /* not owned; the heap bits name the last owner, who may take it back */
   HAK_OWNER_COUNTED   = 4,  /* HAKMEM_STATS counts every call: keep frees off the fast path */
-  HAK_OWNER_BITS      = 7,
 };
 
 /* HAK_OWNER_COUNTED when HAKMEM_STATS is on, else 0; set once at start-up.
@@ -264,7 +263,7 @@ typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
-  struct hak_heap_s *list_next, *list_prev;   /* all heaps (hak_heaps_lock) */
+  struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   uint32_t generic_calls;                /* paces the checks for due work */
   hak_bin_stats_t stats[HAK_BINS];
 } hak_heap_t;
@@ -349,6 +348,7 @@ HAK_INTERNAL void hak_huge_fork_child(void);
 /* page.c */
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_page_collect(hak_page_t *page);
 HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
 
 /* An empty page that is the only one in its queue (no links) and small is

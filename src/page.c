@@ -104,14 +104,19 @@ static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
   page->used = (uint16_t)(page->used - count);
 }
 
-/* Gather the blocks freed since `free` was filled. Owner only. */
-static void page_collect(hak_page_t *page) {
-  if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
-    page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
+/* An empty free list takes the blocks freed locally (and collected). */
+static void page_use_local_frees(hak_page_t *page) {
   if (page->free == NULL) {
     page->free = page->local_free;
     page->local_free = NULL;
   }
+}
+
+/* Gather the blocks freed since `free` was filled. Owner only. */
+void hak_page_collect(hak_page_t *page) {
+  if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
+    page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
+  page_use_local_frees(page);
 }
 
 hak_block_t *hak_page_block_start(hak_page_t *page, const void *p) {
@@ -216,7 +221,7 @@ static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
  * for other threads to adopt. */
 void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_remove(heap, page);
-  page_collect(page);
+  hak_page_collect(page);
   if (page->used == 0) { page_free_span(heap, page); return; }
   heap->stats[page->bin].pages_abandoned++;
   page_abandon(page, NULL, false);
@@ -234,7 +239,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
   page_take_ownership(heap, page);
   page_take_remote(page, xfree);
-  if (page->free == NULL) { page->free = page->local_free; page->local_free = NULL; }
+  page_use_local_frees(page);
   heap->stats[page->bin].pages_adopted++;
 }
 
@@ -262,7 +267,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
   hak_page_t *page = q->first;
   while (page != NULL) {
     hak_page_t *next = page->next;
-    page_collect(page);
+    hak_page_collect(page);
     if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
     if (page->free != NULL) {
       if (page != q->first) { hak_page_queue_remove(heap, page); hak_page_queue_push_front(heap, page); }
@@ -346,7 +351,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
     hak_page_t *page = heap->queues[bin].first;
     while (page != NULL) {
       hak_page_t *next = page->next;
-      page_collect(page);
+      hak_page_collect(page);
       if (page->used == 0) {
         hak_page_queue_remove(heap, page);
         page_free_span(heap, page);
