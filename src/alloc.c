@@ -2,6 +2,7 @@
  * memory (calloc, realloc, the aligned family, C++ operator new), with the
  * glibc contracts: errno ENOMEM on failure, never a wrapped size. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 #include "internal.h"
@@ -102,6 +103,7 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       if (q != p) {
         hak_page_t *page = hak_page_of(hak_segment_of(p), p);
         atomic_store_explicit(&page->owner, hak_page_owner(page) | HAK_OWNER_ALIGNED, memory_order_relaxed);
+        hak_block_mark_aligned(q, page);   /* so free(q) knows q from any other pointer inside the block */
       }
       if (zero) memset(q, 0, size);
       return q;
@@ -147,41 +149,24 @@ void *hak_pvalloc(size_t size) {
 /* ------------------------------------------------------------ sizes, realloc */
 
 /* Usable bytes from p to the end of its block. Reports a pointer hakmem
- * did not return. */
+ * did not hand out, or a block already freed. */
 size_t hak_malloc_usable_size(const void *p) {
   if (p == NULL) return 0;
-  if (!hak_segment_is_mapped(p)) {
-    size_t n = hak_giant_usable_size(p);
-    if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
-    return n;
-  }
-  hak_segment_t *seg = hak_segment_of(p);
-  hak_page_t *page = hak_page_of(seg, p);
-  size_t n = 0;
-  if (page->span_kind == HAK_SPAN_HUGE)
-    n = hak_huge_usable_size(seg, page, p);
-  else if (page->span_kind == HAK_SPAN_LARGE)
-    n = (const uint8_t *)p == hak_page_area(page) ? page->block_size : 0;
-  else if (page->span_kind == HAK_SPAN_PAGE && !(hak_page_owner(page) & HAK_OWNER_ALIGNED))
-    n = page->block_size;   /* no interior pointers on this page: p starts its block */
-  else if (page->span_kind == HAK_SPAN_PAGE && (const uint8_t *)p >= hak_page_area(page))
-    n = (size_t)((const uint8_t *)hak_page_block_start(page, p) + page->block_size - (const uint8_t *)p);
-  if (n == 0) hak_fatal("malloc_usable_size of %p, not allocated by hakmem", p);
-  return n;
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
+  return ref.usable;
 }
 
 void *hak_realloc(void *p, size_t size) {
   if (p == NULL) return hak_malloc(size);
   if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
-  size_t usable = hak_malloc_usable_size(p);
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
+  size_t usable = ref.usable;
   if (size <= usable && size >= usable / 2) return p;   /* fits, without wasting half */
-  if (hak_segment_is_mapped(p) && size > HAK_MEDIUM_MAX) {
-    hak_segment_t *seg = hak_segment_of(p);
-    hak_page_t *page = hak_page_of(seg, p);
-    if (page->span_kind == HAK_SPAN_HUGE) {
-      void *q = hak_huge_realloc(seg, page, size);   /* no copy */
-      if (q != NULL) return q;
-    }
+  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX) {
+    void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
+    if (q != NULL) return q;
   }
   /* Growing past the block: take a quarter more than asked (as tcmalloc
    * does), so a buffer grown by small appends is not copied at every size
@@ -205,43 +190,79 @@ void *hak_reallocarray(void *p, size_t count, size_t size) {
 /* ------------------------------------------------------------ C++ new */
 
 /* operator new must call the installed new_handler and retry, and throw
- * std::bad_alloc when there is none. The C++ runtime is only referenced
- * weakly: a C program does not load it, and never calls operator new. */
-typedef void hak_new_handler_t(void);
-extern hak_new_handler_t *_ZSt15get_new_handlerv(void) __attribute__((weak));   /* std::get_new_handler */
-extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));     /* std::__throw_bad_alloc */
+ * std::bad_alloc when there is none. hakmem is C and may serve programs
+ * that never load the C++ runtime, or load it later with dlopen (a C
+ * program loading a C++ module, privately): so the runtime's functions are
+ * looked up when an allocation fails, never before, and never on a fast
+ * path (dlsym may allocate; failing operator new is the place for that). */
+static void *cxx_runtime_symbol(const char *name, bool next) {
+  void *sym = dlsym(next ? RTLD_NEXT : RTLD_DEFAULT, name);   /* C++ programs: global scope */
+  if (sym != NULL) return sym;
+  void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);   /* loaded privately, or not at all */
+  if (lib == NULL) return NULL;
+  sym = dlsym(lib, name);
+  dlclose(lib);
+  return sym;
+}
 
-static HAK_NOINLINE void *new_retry(size_t size, size_t align, bool nothrow) {
+typedef void hak_new_handler_t(void);
+
+static hak_new_handler_t *cxx_new_handler(void) {
+  hak_new_handler_t *(*get)(void) = (hak_new_handler_t *(*)(void))cxx_runtime_symbol("_ZSt15get_new_handlerv", false);
+  return get != NULL ? get() : NULL;
+}
+
+static HAK_NORETURN void cxx_throw_bad_alloc(size_t size) {
+  void (*throw_bad_alloc)(void) = (void (*)(void))cxx_runtime_symbol("_ZSt17__throw_bad_allocv", false);
+  if (throw_bad_alloc != NULL) throw_bad_alloc();
+  hak_fatal("operator new(%zu): out of memory", size);
+}
+
+/* The throwing forms: call the new_handler until it makes room, or throw. */
+static HAK_NOINLINE void *new_retry(size_t size, size_t align) {
   for (;;) {
-    hak_new_handler_t *handler = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
-    if (handler == NULL) {
-      if (nothrow) return NULL;
-      if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
-      hak_fatal("operator new(%zu): out of memory", size);
-    }
+    hak_new_handler_t *handler = cxx_new_handler();
+    if (handler == NULL) cxx_throw_bad_alloc(size);
     handler();   /* frees memory, or throws, or aborts */
     void *p = alloc_aligned(align, size, false);
     if (p != NULL) return p;
   }
 }
 
+/* The nothrow forms behave as the throwing ones inside try/catch (a
+ * handler may throw bad_alloc). C cannot catch, so the C++ runtime's own
+ * nothrow operator, which is exactly that try/catch around the throwing
+ * operator (ours, through the usual symbol resolution), does it. Without a
+ * C++ runtime there is no handler to call. */
+typedef void *hak_new_nothrow_t(size_t, const void *);
+typedef void *hak_new_aligned_nothrow_t(size_t, size_t, const void *);
+
+static HAK_NOINLINE void *new_nothrow_retry(size_t size, const void *tag) {
+  hak_new_nothrow_t *runtime_new = (hak_new_nothrow_t *)cxx_runtime_symbol("_ZnwmRKSt9nothrow_t", true);
+  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, tag) : NULL;
+}
+
+static HAK_NOINLINE void *new_aligned_nothrow_retry(size_t size, size_t align, const void *tag) {
+  hak_new_aligned_nothrow_t *runtime_new =
+      (hak_new_aligned_nothrow_t *)cxx_runtime_symbol("_ZnwmSt11align_val_tRKSt9nothrow_t", true);
+  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
+}
+
 HAK_INTERNAL void *hak_new(size_t size) {
   void *p = hak_malloc(size);
-  return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN, false);
+  return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN);
 }
 HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
-  (void)tag;
   void *p = hak_malloc(size);
-  return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN, true);
+  return hak_likely(p != NULL) ? p : new_nothrow_retry(size, tag);
 }
 HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
   void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? p : new_retry(size, align, false);
+  return hak_likely(p != NULL) ? p : new_retry(size, align);
 }
 HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
-  (void)tag;
   void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? p : new_retry(size, align, true);
+  return hak_likely(p != NULL) ? p : new_aligned_nothrow_retry(size, align, tag);
 }
 
 /* ------------------------------------------------------------ exported names */

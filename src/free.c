@@ -15,32 +15,97 @@
  * may already reuse it. */
 #include "internal.h"
 
-static HAK_NOINLINE HAK_NORETURN void report_double_free(const void *p) {
-  hak_fatal("double free of %p", p);
+/* ------------------------------------------------------------ misuse */
+
+static const char *const op_names[] = {
+  [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
+};
+
+/* One line naming the call, the pointer and what is wrong, then abort. */
+static HAK_NOINLINE HAK_NORETURN void report(hak_op_t op, const void *p, const char *what) {
+  hak_fatal("%s of %p, %s", op_names[op], p, what);
 }
 
-static HAK_NOINLINE HAK_NORETURN void report_foreign(const void *p) {
-  hak_fatal("free of %p, not allocated by hakmem", p);
+/* The block is free already: for free, a double free. */
+static HAK_NOINLINE HAK_NORETURN void report_freed(hak_op_t op, const void *p, const char *what) {
+  if (op == HAK_OP_FREE) hak_fatal("double free of %p (%s)", p, what);
+  hak_fatal("%s of %p, a block already freed (%s)", op_names[op], p, what);
 }
 
-/* A free block carries its tag (see hak_block_t): finding it on free means
- * the block is already free. Checked before the block is pushed anywhere,
- * so a double free never corrupts a free list. */
-static inline void mark_free(hak_block_t *b) {
-  uintptr_t tag = hak_free_tag(b);
-  if (hak_unlikely(b->free_tag == tag)) report_double_free(b);
+/* A free block carries its tag (see hak_block_t); carved blocks get it too,
+ * so a block malloc never handed out counts as free. */
+static inline bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
+  return b->free_tag == hak_free_tag(b, page);
+}
+
+/* An aligned block handed out at q, inside its block b (q > b), keeps this
+ * tag in the word before q (slack of the block, never the caller's). */
+static inline uintptr_t aligned_tag(const void *q, const hak_page_t *page) { return ~hak_free_tag(q, page); }
+
+void hak_block_mark_aligned(void *q, const hak_page_t *page) { ((uintptr_t *)q)[-1] = aligned_tag(q, page); }
+
+/* Find the live block p was handed out as, or report: p must be exactly an
+ * address malloc & co. returned (the start of a block, or the aligned
+ * address inside one), not freed since. Off the fast paths: free's generic
+ * path, realloc and malloc_usable_size. `op` names the call. */
+void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
+  *ref = (hak_block_ref_t){ 0 };
+  if (!hak_segment_is_mapped(p)) {
+    ref->usable = hak_giant_usable_size(p);
+    if (ref->usable != 0) return;
+    if (hak_huge_cache_holds(hak_segment_of(p))) report_freed(op, p, "a huge block");
+    report(op, p, "not allocated by hakmem (or freed already)");
+  }
+  hak_segment_t *seg = hak_segment_of(p);
+  hak_page_t *page = hak_page_of(seg, p);
+  ref->seg = seg;
+  ref->page = page;
+  uint8_t *area = hak_page_area(page);
+  switch (page->span_kind) {
+    case HAK_SPAN_HUGE:
+      if ((const uint8_t *)p != area) report(op, p, "not allocated by hakmem (inside a huge block)");
+      ref->usable = hak_huge_usable_size(seg, page, p);
+      return;
+    case HAK_SPAN_LARGE:
+      if ((const uint8_t *)p != area) report(op, p, "not allocated by hakmem (inside a large block)");
+      ref->usable = page->block_size;
+      return;
+    case HAK_SPAN_FREE:
+      report_freed(op, p, "or never allocated: its memory is free");
+    case HAK_SPAN_PAGE:
+      break;
+    default:
+      report(op, p, "not allocated by hakmem");
+  }
+  hak_block_t *b = hak_page_block_of(page, p);
+  if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
+  if (block_is_free(b, page)) report_freed(op, p, "or never handed out");
+  if ((const void *)b != p &&
+      (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(p, page)))
+    report(op, p, "not the start of a block (a pointer inside one)");
+  ref->block = b;
+  ref->usable = (size_t)((uint8_t *)b + page->block_size - (const uint8_t *)p);
+}
+
+/* ------------------------------------------------------------ free */
+
+/* Checked before the block is pushed anywhere, so a double free never
+ * corrupts a free list. */
+static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
+  uintptr_t tag = hak_free_tag(b, page);
+  if (hak_unlikely(b->free_tag == tag)) report_freed(HAK_OP_FREE, b, "or never handed out");
   b->free_tag = tag;
 }
 
 static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  mark_free(b);
+  mark_free(b, page);
   b->next = page->local_free;
   page->local_free = b;
   if (hak_unlikely(--page->used == 0) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
 }
 
 static void free_remote(hak_page_t *page, hak_block_t *b) {
-  mark_free(b);
+  mark_free(b, page);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     state = old & HAK_XSTATE_MASK;
@@ -63,24 +128,24 @@ static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool re
   return heap;
 }
 
-void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p) {
-  if (page->span_kind == HAK_SPAN_LARGE || page->span_kind == HAK_SPAN_HUGE) {
+/* Every free the fast path does not take: blocks of other threads' pages
+ * or of nobody's, of pages with aligned blocks or of several slices, large
+ * and huge blocks, counted frees, and every misuse (found here exactly). */
+void hak_free_generic(void *p, hak_heap_t *heap) {
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_FREE, p, &ref);
+  hak_page_t *page = ref.page;
+  if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
-    if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page, p);
-    else hak_huge_free(seg, page, p);
+    if (ref.seg == NULL) hak_giant_free(p);
+    else if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page);
+    else hak_huge_free(ref.seg, page);
     return;
   }
-  uint8_t *area = hak_page_area(page);
-  if (page->span_kind != HAK_SPAN_PAGE || (uint8_t *)p < area ||
-      (uint8_t *)p >= area + (size_t)page->reserved * page->block_size)
-    report_foreign(p);
-  hak_block_t *b = hak_page_block_start(page, p);
-  /* An interior pointer is only valid on a page that handed out aligned
-   * blocks; the owner set that bit before the block left its hands. */
-  uintptr_t owner = hak_page_owner(page);
-  if ((void *)b != p && !(owner & HAK_OWNER_ALIGNED)) report_foreign(p);
+  hak_block_t *b = ref.block;
+  if ((void *)b != p) ((uintptr_t *)p)[-1] = 0;   /* the aligned block's tag: no stale match later */
 
-  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(owner);
+  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
   bool local = owner_heap == mine ||
                (owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
                 hak_page_try_readopt(heap, page));   /* our own full page: take it back */
@@ -89,22 +154,21 @@ void hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, vo
   else free_remote(page, b);
 }
 
-/* NULL, a giant block, or a pointer that is not ours. */
-static HAK_NOINLINE void free_unmapped(void *p) {
-  if (p == NULL || hak_giant_free(p)) return;
-  report_foreign(p);
-}
-
+/* The fast path: a block this thread's page handed out, checked exactly
+ * (hak_block_check) in one multiply and compare. */
 void hak_free(void *p) {
-  if (hak_unlikely(!hak_segment_is_mapped(p))) { free_unmapped(p); return; }
-  hak_segment_t *seg = hak_segment_of(p);
-  hak_page_t *page = hak_page_of(seg, p);
   hak_heap_t *heap = hak_heap_get();
-  if (hak_likely(hak_page_owner(page) == (uintptr_t)heap)) {
+  if (hak_unlikely(!hak_segment_is_mapped(p))) {
+    if (p != NULL) hak_free_generic(p, heap);
+    return;
+  }
+  const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
+  hak_page_t *page = slice->page;
+  if (hak_likely(hak_page_owned_by(page, heap) && hak_block_check(slice, p))) {
     free_local(heap, page, (hak_block_t *)p);
     return;
   }
-  hak_free_generic(heap, seg, page, p);
+  hak_free_generic(p, heap);
 }
 
 /* ------------------------------------------------------------ exported names */

@@ -48,8 +48,7 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   return p;
 }
 
-void hak_large_free(hak_page_t *span, void *p) {
-  if ((uint8_t *)p != hak_page_area(span)) hak_fatal("free of %p, not allocated by hakmem (inside a large block)", p);
+void hak_large_free(hak_page_t *span) {
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   hak_span_free(span);
@@ -60,6 +59,18 @@ static size_t huge_offset(size_t align) {
   return hak_align_up(HAK_META_SIZE, align > HAK_OS_PAGE ? align : HAK_OS_PAGE);
 }
 
+/* The segment map marks a huge segment's whole first HAK_SEGMENT_SIZE, but
+ * a small one maps less, and other mappings may lie past it: their slices
+ * name this descriptor, so a pointer there is reported, not followed. */
+hak_page_t hak_page_unmapped = { .span_kind = HAK_SPAN_META };
+
+/* Point every slice entry of a huge segment (`size` bytes mapped) at its
+ * block's descriptor, or at hak_page_unmapped past the mapping. */
+static void huge_map_slices(hak_segment_t *seg, hak_page_t *page, size_t size) {
+  size_t mapped_slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  for (size_t i = 0; i < HAK_SLICES; i++) seg->slices[i].page = i < mapped_slices ? page : &hak_page_unmapped;
+}
+
 /* Make `seg` (mapped, `total` bytes) describe one huge block at `offset`. */
 static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   hak_segment_init_header(seg, total, NULL);
@@ -67,8 +78,7 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   page->span_kind = HAK_SPAN_HUGE;
   page->slice_count = 1;
   page->used = 1;
-  size_t mapped_slices = (total + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  for (size_t i = 0; i < HAK_SLICES && i < mapped_slices; i++) seg->slice_page[i] = page;
+  huge_map_slices(seg, page, total);
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)total);
@@ -76,10 +86,10 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   return (uint8_t *)seg + offset;
 }
 
-/* The block of `size` mapped bytes at seg is leaving: forget it in the map
- * and the counters. (Its header may be gone already: not read.) */
-static void huge_retire(hak_segment_t *seg, size_t size) {
-  hak_segment_map_set(seg, 0);
+/* A huge block of `size` mapped bytes is leaving: forget it in the
+ * counters. (Its segment-map byte is the caller's: after a move by mremap
+ * the old address may already be another segment's.) */
+static void huge_unaccount(size_t size) {
   atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)size, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)size);
@@ -177,6 +187,16 @@ static void cache_put(hak_segment_t *seg) {
   if (seg != NULL) hak_os_free(seg, seg->size);
 }
 
+/* Whether seg is a freed huge segment waiting in the cache (to tell a
+ * double free from a foreign pointer; error paths only). */
+bool hak_huge_cache_holds(const hak_segment_t *seg) {
+  pthread_mutex_lock(&cache_lock);
+  bool found = false;
+  for (size_t i = 0; i < cache_count && !found; i++) found = cache[i].seg == seg;
+  pthread_mutex_unlock(&cache_lock);
+  return found;
+}
+
 /* Unmap everything cached (malloc_trim). */
 void hak_huge_cache_flush(void) {
   pthread_mutex_lock(&cache_lock);
@@ -217,9 +237,9 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
   return (const uint8_t *)p == start ? seg->size - (size_t)(start - (uint8_t *)seg) : 0;
 }
 
-void hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p) {
-  if (hak_huge_usable_size(seg, page, p) == 0) hak_fatal("free of %p, not allocated by hakmem (inside a huge block)", p);
-  huge_retire(seg, seg->size);
+void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
+  hak_segment_map_set(seg, 0);
+  huge_unaccount(seg->size);
   page->span_kind = HAK_SPAN_FREE;
   cache_put(seg);
 }
@@ -236,6 +256,7 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
     atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
     hak_stat_commit(delta);
     seg->size = total;
+    huge_map_slices(seg, page, total);
     return (uint8_t *)seg + offset;
   }
   hak_segment_t *target = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
@@ -249,7 +270,9 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
     hak_os_free(target, total);
     return NULL;
   }
-  huge_retire(seg, old_size);   /* the old range is gone */
+  /* The old range is gone, and its map byte may already be another new
+   * segment's: only the counters are ours to update. */
+  huge_unaccount(old_size);
   return huge_setup(target, total, offset);
 }
 

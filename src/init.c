@@ -9,7 +9,6 @@
 #include "internal.h"
 
 _Atomic int hak_init_state;
-uintptr_t hak_tag_secret;
 
 /* fork(): hold every allocator lock across it, so the child never inherits
  * a lock held by a thread that does not exist there. Taken in the order the
@@ -48,7 +47,6 @@ void hak_process_init(void) {
   }
   hak_options_init();
   hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF ? HAK_OWNER_COUNTED : 0;
-  hak_tag_secret = (uintptr_t)hak_random_u64() | 1;   /* odd: a tag is never 0 */
   hak_arenas_init();
   hak_heap_direct_init();
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */

@@ -3,7 +3,7 @@
  * fast paths.
  *
  * Layers, bottom up (one file each):
- *   os.c       mmap/madvise, aligned reservations, time, randomness
+ *   os.c       mmap/madvise, aligned reservations, time
  *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
  *              sharded arenas
  *   huge.c     blocks beyond the size classes: large ones as spans of their
@@ -82,16 +82,21 @@ static inline size_t hak_direct_index(size_t size) {
 
 /* ---------------------------------------------------------------- blocks */
 
-/* A free block. While a block is free its second word holds its free tag
- * (address ^ a per-process secret); allocation clears it. Finding the tag
- * already set on free means the block is free already: a double free. */
+/* A free block. While a block is free (carved and not handed out, or freed)
+ * its second word holds its free tag; allocation clears it. Finding the tag
+ * already set on free means the block is free already: a double free. The
+ * tag, the block's address plus its page descriptor's, is a value no
+ * program data holds by chance (it is not even a canonical address), and
+ * costs the free fast path one instruction. */
 typedef struct hak_block_s {
   struct hak_block_s *next;
   uintptr_t free_tag;
 } hak_block_t;
 
-extern uintptr_t hak_tag_secret HAK_INTERNAL;
-static inline uintptr_t hak_free_tag(const hak_block_t *b) { return (uintptr_t)b ^ hak_tag_secret; }
+struct hak_page_s;
+static inline uintptr_t hak_free_tag(const void *b, const struct hak_page_s *page) {
+  return (uintptr_t)b + (uintptr_t)page;
+}
 
 /* ---------------------------------------------------------------- pages */
 
@@ -174,20 +179,43 @@ _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
 
 /* ---------------------------------------------------------------- segments */
 
+/* One entry per slice of a segment: the descriptor of the span holding it,
+ * and the free fast path's exact test that a pointer is the start of a
+ * block carved in a one-slice page (hak_block_check), side by side so that
+ * free reads one cache line of the header. For a one-slice page, recip ==
+ * floor(2^32 / block_size) + 1 and bound == capacity * e, where
+ * e = recip * block_size - 2^32 (1 <= e <= block_size). For an offset
+ * o < 2^16 into the slice, x = (uint32_t)(o * recip) equals (o / block_size)
+ * * e when block_size divides o, and is at least recip otherwise, so
+ * x < bound holds exactly when o is the start of a carved block (index <
+ * capacity); tests/unit_pages.c checks every class and capacity. Both are 0
+ * (the test fails, sending free to the generic path) on every other slice.
+ * recip and bound are written by the page's owner (page.c). */
+typedef struct hak_slice_s {
+  struct hak_page_s *page;
+  uint32_t recip;
+  uint32_t bound;
+} hak_slice_t;
+
 /* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
- * header by masking, and its slice's descriptor through slice_page.
+ * header by masking, and its slice's descriptor through slices[].page.
  * An arena's segment holds HAK_SLICES slices, the first HAK_META_SLICES of
  * which hold this header. A huge segment holds one block (possibly much
  * larger than HAK_SEGMENT_SIZE) whose start lies in the first
  * HAK_SEGMENT_SIZE.
- * Invariant: slice_page[i] is the descriptor of the span (free, page, huge
- * or meta) holding slice i, for every slice of the segment. */
+ * Invariants: slices[i].page is the descriptor of the span (page, large,
+ * huge or meta) holding slice i, for every slice of such a span; a free span
+ * is reachable from its first and last slice only (what coalescing needs),
+ * its interior entries name some stale descriptor of the segment. In a huge
+ * segment every entry is set: slices of the mapping name the huge block's
+ * descriptor, slices past the mapping name hak_page_unmapped (a foreign
+ * mapping may lie there; its pointers must be reported, not followed). */
 typedef struct hak_segment_s {
   size_t size;                           /* bytes mapped */
   struct hak_arena_s *arena;             /* owner of the span lists; NULL: huge */
   struct hak_segment_s *next, *prev;     /* arena's segment list */
   uint32_t used_slices;                  /* slices in pages and large blocks */
-  hak_page_t *slice_page[HAK_SLICES];
+  hak_slice_t slices[HAK_SLICES];
   hak_page_t pages[HAK_SLICES];
 } hak_segment_t;
 
@@ -211,8 +239,13 @@ static inline bool hak_segment_is_mapped(const void *p) {
   size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
   return hak_segment_map[i] != 0;
 }
-static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) {
-  return seg->slice_page[((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1)];
+static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
+static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
+
+/* True if p starts a block carved in the one-slice page at its slice. */
+static inline bool hak_block_check(const hak_slice_t *check, const void *p) {
+  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * check->recip;
+  return x < check->bound;
 }
 static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte of the span */
   hak_segment_t *seg = hak_segment_of(page);
@@ -220,6 +253,17 @@ static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte o
 }
 static inline uintptr_t hak_page_owner(const hak_page_t *page) {
   return atomic_load_explicit(&page->owner, memory_order_relaxed);
+}
+/* The free fast path's owner test, as a plain load that folds into the
+ * compare. It can only be true for the owner, which wrote that value itself
+ * (others write owner only while the page is given up, never naming this
+ * heap), and an aligned word load does not tear. TSan sees the atomic. */
+static inline bool hak_page_owned_by(const hak_page_t *page, const struct hak_heap_s *heap) {
+#if defined(__SANITIZE_THREAD__)
+  return hak_page_owner(page) == (uintptr_t)heap;
+#else
+  return *(const uintptr_t *)&page->owner == (uintptr_t)heap;
+#endif
 }
 
 /* ---------------------------------------------------------------- arenas */
@@ -270,6 +314,7 @@ typedef struct hak_heap_s {
 
 extern hak_heap_t hak_heap_empty HAK_INTERNAL;
 extern hak_page_t hak_page_empty HAK_INTERNAL;
+extern hak_page_t hak_page_unmapped HAK_INTERNAL;   /* slices past a huge mapping */
 extern __thread hak_heap_t *hak_tls_heap HAK_INTERNAL __attribute__((tls_model("initial-exec")));
 
 static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
@@ -308,7 +353,6 @@ HAK_INTERNAL void  hak_os_free(void *p, size_t size);
 HAK_INTERNAL void  hak_os_purge(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);
-HAK_INTERNAL uint64_t hak_random_u64(void);
 HAK_INTERNAL unsigned hak_cpu_count(void);
 HAK_INTERNAL size_t hak_process_rss(void);
 
@@ -330,9 +374,10 @@ HAK_INTERNAL void hak_segments_fork_child(void);
 
 /* huge.c */
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
-HAK_INTERNAL void  hak_large_free(hak_page_t *span, void *p);
+HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
-HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page, void *p);
+HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
+HAK_INTERNAL bool  hak_huge_cache_holds(const hak_segment_t *seg);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
 HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);
 HAK_INTERNAL void  hak_huge_cache_flush(void);
@@ -364,7 +409,7 @@ HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
 HAK_INTERNAL void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page);
-HAK_INTERNAL hak_block_t *hak_page_block_start(hak_page_t *page, const void *p);
+HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
 HAK_INTERNAL void hak_reclaim_fork_prepare(void);
 HAK_INTERNAL void hak_reclaim_fork_parent(void);
 HAK_INTERNAL void hak_reclaim_fork_child(void);
@@ -382,11 +427,22 @@ HAK_INTERNAL void hak_heaps_fork_child(void);
 typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 
+/* free.c: what a pointer handed back to hakmem is (hak_block_find). */
+typedef enum { HAK_OP_FREE, HAK_OP_REALLOC, HAK_OP_USABLE_SIZE } hak_op_t;
+typedef struct hak_block_ref_s {
+  hak_segment_t *seg;                    /* NULL: a giant block */
+  hak_page_t *page;                      /* its span: a page, a large or a huge block */
+  hak_block_t *block;                    /* pages: the block (p, or below p if aligned) */
+  size_t usable;                         /* bytes from p to the end of the block */
+} hak_block_ref_t;
+HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);
+HAK_INTERNAL void hak_block_mark_aligned(void *q, const hak_page_t *page);
+
 /* alloc.c / free.c */
 /* size first: it arrives in the first argument register of malloc, so the
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
-HAK_INTERNAL void  hak_free_generic(hak_heap_t *heap, hak_segment_t *seg, hak_page_t *page, void *p);
+HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
 
 /* init.c */
 HAK_INTERNAL void hak_process_init(void);

@@ -1,4 +1,4 @@
-/* OS primitives: aligned reservations, purging, time, randomness.
+/* OS primitives: aligned reservations, purging, time.
  * Nothing here allocates from the heap. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -6,7 +6,6 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 #include "internal.h"
@@ -67,16 +66,6 @@ uint64_t hak_clock_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-uint64_t hak_random_u64(void) {
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    r = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&r ^ (uint64_t)getpid();
-  }
-  return r;
 }
 
 unsigned hak_cpu_count(void) {

@@ -62,6 +62,28 @@ void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page) {
 
 /* ------------------------------------------------------------ free lists */
 
+static hak_slice_t *page_check(hak_page_t *page) {
+  hak_segment_t *seg = hak_segment_of(page);
+  return &seg->slices[page - seg->pages];
+}
+
+/* Keep the free fast path's block check (hak_slice_t) in step with
+ * the carved blocks. Pages of several slices keep it 0: their frees take
+ * the generic path, which checks with a division. */
+static void page_update_check(hak_page_t *page) {
+  if (page->slice_count != 1) return;
+  hak_slice_t *check = page_check(page);
+  uint64_t recip = ((uint64_t)1 << 32) / page->block_size + 1;
+  uint64_t e = recip * page->block_size - ((uint64_t)1 << 32);
+  check->recip = (uint32_t)recip;
+  check->bound = (uint32_t)(page->capacity * e);
+}
+
+static void page_clear_check(hak_page_t *page) {
+  hak_slice_t *check = page_check(page);
+  check->recip = check->bound = 0;
+}
+
 static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   size_t bs = hak_bin_size(bin);
   page->free = NULL;
@@ -75,7 +97,9 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
 }
 
-/* Carve more blocks from the page's never-used area onto its free list. */
+/* Carve more blocks from the page's never-used area onto its free list.
+ * Each carved block gets its free tag: it is free, so freeing it before
+ * malloc handed it out is caught like any double free. */
 static void page_extend(hak_page_t *page) {
   size_t bs = page->block_size;
   size_t n = (size_t)(page->reserved - page->capacity);
@@ -83,11 +107,16 @@ static void page_extend(hak_page_t *page) {
   if (most == 0) most = 1;
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
-  uint8_t *p = first;
-  for (size_t i = 1; i < n; i++, p += bs) ((hak_block_t *)p)->next = (hak_block_t *)(p + bs);
-  ((hak_block_t *)p)->next = page->free;
+  hak_block_t *b = (hak_block_t *)first;
+  for (size_t i = 1; i < n; i++, b = b->next) {
+    b->next = (hak_block_t *)((uint8_t *)b + bs);
+    b->free_tag = hak_free_tag(b, page);
+  }
+  b->next = page->free;
+  b->free_tag = hak_free_tag(b, page);
   page->free = (hak_block_t *)first;
   page->capacity = (uint16_t)(page->capacity + n);
+  page_update_check(page);
 }
 
 /* Move a list taken from xthread_free onto local_free, and stop counting
@@ -119,10 +148,15 @@ void hak_page_collect(hak_page_t *page) {
   page_use_local_frees(page);
 }
 
-hak_block_t *hak_page_block_start(hak_page_t *page, const void *p) {
+/* The carved block of a page that holds p, or NULL if p lies outside
+ * every carved block (before the area, in the tail, never carved). */
+hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
   uint8_t *start = hak_page_area(page);
+  if ((const uint8_t *)p < start) return NULL;
   size_t offset = (size_t)((const uint8_t *)p - start);
-  return (hak_block_t *)(start + offset - offset % page->block_size);
+  size_t index = offset / page->block_size;
+  if (index >= page->capacity) return NULL;
+  return (hak_block_t *)(start + index * page->block_size);
 }
 
 /* ------------------------------------------------------------ reclaim queues */
@@ -189,6 +223,7 @@ void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 /* ------------------------------------------------------------ ownership */
 
 static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
+  page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
   heap->stats[page->bin].pages_freed++;
   hak_span_free(page);

@@ -76,7 +76,7 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty
   span->block_size = 0;
   atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
   hak_segment_t *seg = hak_segment_of(span);
-  seg->slice_page[slice_index(span)] = seg->slice_page[slice_index(span) + n - 1] = span;
+  seg->slices[slice_index(span)].page = seg->slices[slice_index(span) + n - 1].page = span;
   size_t b = span_bin(n);
   span->prev = NULL;
   span->next = a->spans[b];
@@ -170,7 +170,7 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   seg->pages[0].span_kind = HAK_SPAN_META;
   seg->pages[0].slice_count = HAK_META_SLICES;
   for (size_t i = 0; i < HAK_SLICES; i++)
-    seg->slice_page[i] = &seg->pages[i < HAK_META_SLICES ? 0 : HAK_META_SLICES];
+    seg->slices[i].page = &seg->pages[i < HAK_META_SLICES ? 0 : HAK_META_SLICES];
   seg->next = a->segments;
   seg->prev = NULL;
   if (seg->next) seg->next->prev = seg;
@@ -225,7 +225,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
-  for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slice_page[first + i] = span;
+  for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
   pthread_mutex_unlock(&a->lock);
@@ -256,7 +256,7 @@ void hak_span_free(hak_page_t *span) {
     n += end->slice_count;
     dirty += end->dirty_slices;
   }
-  hak_page_t *before = seg->slice_page[slice_index(span) - 1];
+  hak_page_t *before = seg->slices[slice_index(span) - 1].page;
   if (before->span_kind == HAK_SPAN_FREE) {
     span_remove(a, before);
     n += before->slice_count;

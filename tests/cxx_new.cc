@@ -219,6 +219,35 @@ static std::deque<std::vector<std::string>> handoff;
 
 static std::string word(uint64_t v) { return "w" + std::to_string(v) + std::string(v % 97, 'x'); }
 
+// The nothrow forms behave as the throwing ones inside try/catch: a
+// new_handler that throws bad_alloc makes them return nullptr (issue #7.4).
+static int throwing_handler_calls = 0;
+static void throwing_handler()
+{
+    throwing_handler_calls++;
+    throw std::bad_alloc();
+}
+
+static void nothrow_new_returns_null_when_the_handler_throws()
+{
+    size_t huge = SIZE_MAX / 2;
+    std::align_val_t al{64};
+    std::set_new_handler(throwing_handler);
+    CHECK(::operator new(huge, std::nothrow) == nullptr);
+    CHECK(::operator new[](huge, std::nothrow) == nullptr);
+    CHECK(::operator new(huge, al, std::nothrow) == nullptr);
+    CHECK(::operator new[](huge, al, std::nothrow) == nullptr);
+    bool threw = false;
+    try {
+        hak_opaque_ptr(::operator new(huge));
+    } catch (const std::bad_alloc &) {
+        threw = true;
+    }
+    std::set_new_handler(nullptr);
+    CHECK(threw);
+    CHECKF(throwing_handler_calls == 5, "handler called %d times, want 5", throwing_handler_calls);
+}
+
 static void container_worker(unsigned id, size_t rounds, std::atomic<uint64_t> *checksum)
 {
     uint64_t sum = 0;
@@ -280,6 +309,7 @@ int main()
     RUN_CASE(explicit_align_val_t_calls);
     RUN_CASE(absurd_sizes_throw_or_return_null);
     RUN_CASE(new_handler_is_called);
+    RUN_CASE(nothrow_new_returns_null_when_the_handler_throws);
     RUN_CASE(containers_across_threads);
     return 0;
 }

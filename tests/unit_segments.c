@@ -86,7 +86,7 @@ static void huge_blocks_honour_alignment(void) {
     UCHECK(page->span_kind == HAK_SPAN_HUGE, "huge page kind %d", page->span_kind);
     UCHECK(hak_huge_usable_size(seg, page, p) >= size, "usable %zu", hak_huge_usable_size(seg, page, p));
     memset(p, 0xA5, size);
-    hak_huge_free(seg, page, p);
+    hak_huge_free(seg, page);
     UCHECK(!hak_segment_is_mapped(seg), "freed huge segment still mapped");
   }
 }
