@@ -23,13 +23,18 @@ build: deps $(BUILD)/Makefile
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# ASan+UBSan over the whole test suite, then TSan over the allocator's own
-# concurrency (allocator instrumented and linked into the threaded tests).
+# The whole suite on the debug build (assertions and validators inside the
+# allocator), then ASan+UBSan over the tests, then TSan over the allocator's
+# own concurrency (allocator instrumented and linked into the threaded
+# tests); both sanitizer builds are debug builds too.
 test-sanitize: deps
-	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DHAKMEM_SANITIZE=address
+	cmake -S . -B $(BUILD)-debug -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_DEBUG=ON
+	cmake --build $(BUILD)-debug -j $(JOBS)
+	cd $(BUILD)-debug && ctest --output-on-failure -j $(JOBS)
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DHAKMEM_SANITIZE=address -DHAKMEM_DEBUG=ON
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ctest --output-on-failure -j $(JOBS) -L sanitize
-	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=thread
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHAKMEM_SANITIZE=thread -DHAKMEM_DEBUG=ON
 	cmake --build $(BUILD)-tsan -j $(JOBS)
 	cd $(BUILD)-tsan && ctest --output-on-failure -j $(JOBS) -L tsan
 
@@ -43,4 +48,4 @@ bench-compare:
 	python3 bench/compare.py $(A) $(B)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-debug $(BUILD)-asan $(BUILD)-tsan

@@ -27,6 +27,20 @@
 #include <pthread.h>
 #include "hakmem.h"
 
+/* HAKMEM_DEBUG (cmake -DHAKMEM_DEBUG=ON, the build the sanitizer runs use):
+ * hak_assert checks, and the validators of the structures below run where
+ * those change hands (hak_page_is_valid, hak_arena_is_valid). Compiled away
+ * otherwise. */
+#ifndef HAKMEM_DEBUG
+#define HAKMEM_DEBUG 0
+#endif
+#if HAKMEM_DEBUG
+#define hak_assert(cond) \
+  ((cond) ? (void)0 : hak_fatal("internal error: %s is false (%s:%d)", #cond, __FILE__, __LINE__))
+#else
+#define hak_assert(cond) ((void)0)
+#endif
+
 #define hak_likely(x)   __builtin_expect(!!(x), 1)
 #define hak_unlikely(x) __builtin_expect(!!(x), 0)
 #define HAK_INTERNAL    __attribute__((visibility("hidden")))
@@ -368,6 +382,7 @@ typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
 HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, uint8_t v);
 HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a);
+HAK_INTERNAL bool hak_arenas_are_valid(void);
 HAK_INTERNAL void hak_segments_fork_prepare(void);
 HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
@@ -394,6 +409,7 @@ HAK_INTERNAL void hak_huge_fork_child(void);
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_page_collect(hak_page_t *page);
+HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
 HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
 
 /* An empty page that is the only one in its queue (no links) and small is

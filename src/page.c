@@ -146,6 +146,7 @@ void hak_page_collect(hak_page_t *page) {
   if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
     page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
   page_use_local_frees(page);
+  hak_assert(hak_page_is_valid(page));
 }
 
 /* The carved block of a page that holds p, or NULL if p lies outside
@@ -157,6 +158,40 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
   size_t index = offset / page->block_size;
   if (index >= page->capacity) return NULL;
   return (hak_block_t *)(start + index * page->block_size);
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* A page as its owner sees it (debug build; see the invariants of
+ * hak_page_t): its size fields agree, every block on free and local_free
+ * is a carved block start carrying its free tag, those lists end, and with
+ * the blocks in use (remote frees not yet collected count as used) they
+ * make up every carved block; the free fast path's check matches. */
+static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, size_t *count) {
+  const uint8_t *area = hak_page_area(page);
+  for (; b != NULL; b = b->next) {
+    size_t offset = (size_t)((const uint8_t *)b - area);
+    if ((const uint8_t *)b < area || offset % page->block_size != 0 ||
+        offset / page->block_size >= page->capacity || b->free_tag != hak_free_tag(b, page))
+      return false;
+    if (++*count > page->capacity) return false;   /* a cycle */
+  }
+  return true;
+}
+
+bool hak_page_is_valid(const hak_page_t *page) {
+  if (page->span_kind != HAK_SPAN_PAGE || page->block_size != hak_bin_size(page->bin)) return false;
+  if (page->reserved != page->slice_count * HAK_SLICE_SIZE / page->block_size) return false;
+  if (page->capacity > page->reserved || page->used > page->capacity) return false;
+  size_t count = 0;
+  if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->local_free, &count))
+    return false;
+  if (count + page->used != page->capacity) return false;
+  const hak_segment_t *seg = hak_segment_of(page);
+  const hak_slice_t *check = &seg->slices[page - seg->pages];
+  if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
+  uint64_t recip = ((uint64_t)1 << 32) / page->block_size + 1;
+  return check->recip == recip && check->bound == page->capacity * (recip * page->block_size - ((uint64_t)1 << 32));
 }
 
 /* ------------------------------------------------------------ reclaim queues */
@@ -276,6 +311,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   page_take_remote(page, xfree);
   page_use_local_frees(page);
   heap->stats[page->bin].pages_adopted++;
+  hak_assert(hak_page_is_valid(page));
 }
 
 /* The last owner of a full page frees into it: take it back (if nobody has
@@ -288,6 +324,7 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
       page_take_ownership(heap, page);
       page_take_remote(page, old);
       queue_push_back(heap, page);
+      hak_assert(hak_page_is_valid(page));
       return true;
     }
   }
@@ -399,6 +436,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
 /* All blocks of an owned page are free again, and it is not one to keep
  * (hak_page_keep_when_empty): return it to the arena. */
 void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
+  hak_assert(page->used == 0 && hak_page_is_valid(page));
   hak_page_queue_remove(heap, page);
   page_free_span(heap, page);
 }

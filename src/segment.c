@@ -24,6 +24,8 @@ void hak_segment_map_set(hak_segment_t *seg, uint8_t v) {
   __atomic_store_n(&hak_segment_map[i], v, __ATOMIC_RELEASE);
 }
 
+static bool arena_is_valid(hak_arena_t *a);   /* debug build: after every span change */
+
 static void arena_lock_init(hak_arena_t *a) { pthread_mutex_init(&a->lock, NULL); }
 
 void hak_arenas_init(void) {
@@ -228,6 +230,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
+  hak_assert(arena_is_valid(a));
   pthread_mutex_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
   return span;
@@ -268,7 +271,61 @@ void hak_span_free(hak_page_t *span) {
   if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) segment_release(a, seg);
   else if (delay == 0) span_purge(span);
   if (delay > 0 && a->next_purge != 0 && a->next_purge <= now) arena_purge(a, now, false);
+  hak_assert(arena_is_valid(a));
   pthread_mutex_unlock(&a->lock);
+}
+
+/* ------------------------------------------------------------ validation */
+
+/* An arena under its lock (debug build; see the invariants of
+ * hak_segment_t and hak_page_t): every segment is in the segment map; its
+ * spans tile it from the header on; a live span's slices all name it, a
+ * free span's first and last do, and no two free spans touch (coalesced);
+ * used_slices counts the live slices; each free span sits in the bin of its
+ * size, with its dirty marks counted; the lists hold nothing else. */
+static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
+  if (!hak_segment_is_mapped(seg) || seg->pages[0].span_kind != HAK_SPAN_META) return false;
+  size_t used = 0;
+  bool after_free = false;
+  for (size_t i = HAK_META_SLICES; i < HAK_SLICES;) {
+    const hak_page_t *span = &seg->pages[i];
+    size_t n = span->slice_count;
+    if (n == 0 || i + n > HAK_SLICES) return false;
+    if (span->span_kind == HAK_SPAN_FREE) {
+      if (after_free || seg->slices[i].page != span || seg->slices[i + n - 1].page != span) return false;
+      if (span->dirty_slices != slices_count_dirty(span, n)) return false;
+      (*free_spans)++;
+    } else {
+      if (span->span_kind != HAK_SPAN_PAGE && span->span_kind != HAK_SPAN_LARGE) return false;
+      for (size_t k = 0; k < n; k++)
+        if (seg->slices[i + k].page != span) return false;
+      used += n;
+    }
+    after_free = span->span_kind == HAK_SPAN_FREE;
+    i += n;
+  }
+  return used == seg->used_slices;
+}
+
+static bool arena_is_valid(hak_arena_t *a) {
+  size_t free_spans = 0, listed = 0, segments = 0;
+  for (const hak_segment_t *seg = a->segments; seg != NULL; seg = seg->next, segments++)
+    if (seg->arena != a || !segment_is_valid(seg, &free_spans)) return false;
+  for (size_t b = 0; b < HAK_SPAN_BINS; b++)
+    for (const hak_page_t *span = a->spans[b]; span != NULL; span = span->next, listed++)
+      if (span->span_kind != HAK_SPAN_FREE || span_bin(span->slice_count) != b) return false;
+  return segments == a->segment_count && listed == free_spans;
+}
+
+/* Every arena, each under its lock (debug build: at exit, and from tests). */
+bool hak_arenas_are_valid(void) {
+  bool valid = true;
+  for (unsigned i = 0; i < arena_count && valid; i++) {
+    pthread_mutex_lock(&arenas[i].lock);
+    valid = arena_is_valid(&arenas[i]);
+    pthread_mutex_unlock(&arenas[i].lock);
+  }
+  return valid;
 }
 
 /* ------------------------------------------------------------ fork */

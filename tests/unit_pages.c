@@ -130,11 +130,50 @@ static void double_free_is_detected(void) {
   UCHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %d", status);
 }
 
+/* The free fast path's block check (hak_slice_t in internal.h) accepts
+ * exactly the starts of carved blocks, for every one-slice class and every
+ * capacity, at every offset of the slice. */
+static void block_check_is_exact(void) {
+  for (size_t bin = 1; hak_bin_size(bin) <= 8 * 1024; bin++) {
+    size_t bs = hak_bin_size(bin), reserved = HAK_SLICE_SIZE / bs;
+    uint32_t recip = (uint32_t)(((uint64_t)1 << 32) / bs + 1);
+    uint64_t e = (uint64_t)recip * bs - ((uint64_t)1 << 32);
+    size_t capacities[] = { 0, 1, 2, reserved / 2, reserved - 1, reserved };
+    for (size_t c = 0; c < sizeof capacities / sizeof capacities[0]; c++) {
+      size_t capacity = capacities[c];
+      hak_slice_t check = { NULL, recip, (uint32_t)(capacity * e) };
+      for (uintptr_t offset = 0; offset < HAK_SLICE_SIZE; offset++) {
+        bool start = offset % bs == 0 && offset / bs < capacity;
+        UCHECK(hak_block_check(&check, (void *)(((uintptr_t)1 << 30) + offset)) == start,
+               "block size %zu, capacity %zu, offset %zu", bs, capacity, (size_t)offset);
+      }
+    }
+  }
+}
+
+/* The debug build's validators pass on pages and arenas in every state the
+ * tests above leave them in, and fail on a broken page. */
+static void validators_see_the_invariants(void) {
+  void *p = hak_malloc(SIZE), *q = hak_malloc(SIZE);
+  hak_page_t *page = page_of(p);
+  hak_page_collect(page);
+  UCHECK(hak_page_is_valid(page), "a page in use");
+  hak_free(q);
+  UCHECK(hak_page_is_valid(page), "after a local free");
+  page->used++;   /* a count that no longer adds up */
+  UCHECK(!hak_page_is_valid(page), "a wrong used count passes");
+  page->used--;
+  hak_free(p);
+  UCHECK(hak_page_is_valid(page) && hak_arenas_are_valid(), "page and arenas at the end");
+}
+
 int main(void) {
   hak_free(hak_malloc(1));   /* this thread's heap exists from here on */
   UCASE(blocks_come_from_the_direct_page);
   UCASE(remote_frees_are_collected_by_the_owner);
   UCASE(given_up_pages_are_pulled_by_allocating_threads);
   UCASE(double_free_is_detected);
+  UCASE(block_check_is_exact);
+  UCASE(validators_see_the_invariants);
   return 0;
 }
