@@ -62,3 +62,5 @@ void hak_process_init(void) {
 __attribute__((constructor(101))) static void hak_init_on_load(void) { hak_process_init(); }
 
 __attribute__((destructor)) static void hak_done_on_exit(void) { hak_stats_at_exit(); }
+
+int hak_version(void) { return HAKMEM_VERSION; }
