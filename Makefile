@@ -3,6 +3,7 @@
 BUILD        ?= build
 JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
+PREFIX       ?= /usr/local
 
 .PHONY: all build install uninstall test test-sanitize bench bench-instr bench-compare deps bench-deps clean
 
@@ -23,8 +24,6 @@ build: deps $(BUILD)/Makefile
 # make install [PREFIX=/usr/local] [DESTDIR=/staging]: libraries, header,
 # launcher, hakmem.pc and the CMake package. make uninstall removes what
 # the last install listed (build/install_manifest.txt), under the same DESTDIR.
-PREFIX       ?= /usr/local
-
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 

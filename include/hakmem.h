@@ -33,8 +33,10 @@ HAKMEM_API void  *hak_valloc(size_t size);
 HAKMEM_API void  *hak_pvalloc(size_t size);
 HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 
-/* The usable size malloc(size) would give, without allocating (jemalloc's
- * nallocx): malloc_usable_size(malloc(size)). 0 if malloc(size) must fail. */
+/* The usable size malloc(size) gives, without allocating (jemalloc's
+ * nallocx): malloc_usable_size(malloc(size)), for any size (a huge block
+ * reused from the cache of freed ones may hold up to an eighth more).
+ * 0 if malloc(size) must fail. */
 HAKMEM_API size_t hak_good_size(size_t size);
 
 /* C23 free_sized / free_aligned_sized (also exported under those names when
