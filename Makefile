@@ -3,8 +3,9 @@
 BUILD        ?= build
 JOBS         ?= $(shell nproc)
 CMAKE_FLAGS  ?=
+PREFIX       ?= /usr/local
 
-.PHONY: all build test test-sanitize bench bench-instr bench-compare deps bench-deps clean
+.PHONY: all build install uninstall test test-sanitize bench bench-instr bench-compare deps bench-deps clean
 
 all: build
 
@@ -19,6 +20,15 @@ $(BUILD)/Makefile: CMakeLists.txt
 
 build: deps $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
+
+# make install [PREFIX=/usr/local] [DESTDIR=/staging]: libraries, header,
+# launcher, hakmem.pc and the CMake package. make uninstall removes what
+# the last install listed (build/install_manifest.txt), under the same DESTDIR.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+uninstall:
+	DESTDIR="$(DESTDIR)" cmake -DMANIFEST=$(BUILD)/install_manifest.txt -P cmake/uninstall.cmake
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -12,6 +12,13 @@
 extern "C" {
 #endif
 
+/* The version of this header: the one place it is written (the build reads
+ * it from here). hak_version() gives the library's, as HAKMEM_VERSION. */
+#define HAKMEM_VERSION_MAJOR 0
+#define HAKMEM_VERSION_MINOR 1
+#define HAKMEM_VERSION_PATCH 0
+#define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
+
 #define HAKMEM_API __attribute__((visibility("default")))
 
 HAKMEM_API void  *hak_malloc(size_t size);
@@ -25,6 +32,20 @@ HAKMEM_API void  *hak_memalign(size_t alignment, size_t size);
 HAKMEM_API void  *hak_valloc(size_t size);
 HAKMEM_API void  *hak_pvalloc(size_t size);
 HAKMEM_API size_t hak_malloc_usable_size(const void *p);
+
+/* The usable size malloc(size) gives, without allocating (jemalloc's
+ * nallocx): malloc_usable_size(malloc(size)), for any size (a huge block
+ * reused from the cache of freed ones may hold up to an eighth more).
+ * 0 if malloc(size) must fail. */
+HAKMEM_API size_t hak_good_size(size_t size);
+
+/* C23 free_sized / free_aligned_sized (also exported under those names when
+ * hakmem replaces malloc): free p, allocated with this size (and alignment,
+ * by aligned_alloc). The size is checked in debug builds. */
+HAKMEM_API void   hak_free_sized(void *p, size_t size);
+HAKMEM_API void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+HAKMEM_API int    hak_version(void);
 
 /* Return free memory to the OS now (what malloc_trim(0) does). */
 HAKMEM_API void   hak_collect(void);

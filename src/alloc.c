@@ -157,6 +157,17 @@ size_t hak_malloc_usable_size(const void *p) {
   return ref.usable;
 }
 
+/* The usable size malloc(size) gives, without allocating (jemalloc's
+ * nallocx): the block's class, whole slices for a large block, whole OS
+ * pages for a huge one (one taken from the cache of freed huge blocks may
+ * hold up to an eighth more); 0 for a size malloc cannot serve. */
+size_t hak_good_size(size_t size) {
+  if (size <= HAK_MEDIUM_MAX) return hak_bin_size(hak_bin_of(size));
+  if (size <= HAK_LARGE_MAX) return hak_align_up(size, HAK_SLICE_SIZE);
+  if (size <= HAK_MAX_REQUEST) return hak_align_up(size, HAK_OS_PAGE);
+  return 0;
+}
+
 void *hak_realloc(void *p, size_t size) {
   if (p == NULL) return hak_malloc(size);
   if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */

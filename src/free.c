@@ -171,12 +171,46 @@ void hak_free(void *p) {
   hak_free_generic(p, heap);
 }
 
+/* ------------------------------------------------------------ sized free */
+
+/* C23 free_sized and free_aligned_sized. hakmem finds a block's size from
+ * its address, so the size given is only checked, in debug builds: it must
+ * fit the block, and the block must be one a request of that size (and
+ * alignment) can be served from. realloc keeps a block it shrinks to half
+ * or more of its usable size, so a block may hold up to twice its size. */
+#if HAKMEM_DEBUG
+static void check_sized_free(const void *p, size_t align, size_t size) {
+  if (p == NULL) return;
+  size_t usable = hak_malloc_usable_size(p);
+  /* An aligned block may be carved from a request of size + align. */
+  size_t most = align > HAK_ALIGN ? hak_good_size(size + align) : hak_good_size(size);
+  if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
+    hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
+}
+#endif
+
+void hak_free_sized(void *p, size_t size) {
+#if HAKMEM_DEBUG
+  check_sized_free(p, HAK_ALIGN, size);
+#endif
+  hak_free(p);
+}
+
+void hak_free_aligned_sized(void *p, size_t align, size_t size) {
+#if HAKMEM_DEBUG
+  check_sized_free(p, align, size);
+#endif
+  hak_free(p);
+}
+
 /* ------------------------------------------------------------ exported names */
 
 #if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
 #define HAK_EXPORT_AS(target) __attribute__((alias(#target), visibility("default")))
 void free(void *) HAK_EXPORT_AS(hak_free);
 void cfree(void *) HAK_EXPORT_AS(hak_free);
+void free_sized(void *, size_t) HAK_EXPORT_AS(hak_free_sized);
+void free_aligned_sized(void *, size_t, size_t) HAK_EXPORT_AS(hak_free_aligned_sized);
 /* C++ operator delete / delete[] in every form: the size and alignment
  * arguments are not needed, since the page knows both. They arrive in
  * registers hak_free ignores (x86-64 and AArch64 calling conventions), so

@@ -63,3 +63,5 @@ __attribute__((destructor)) static void hak_done_on_exit(void) {
   hak_assert(hak_arenas_are_valid());
   hak_stats_at_exit();
 }
+
+int hak_version(void) { return HAKMEM_VERSION; }
