@@ -13,7 +13,7 @@ static HAK_NOINLINE void *malloc_slow(size_t size, hak_heap_t *heap, bool zero);
 static inline void *page_pop(hak_page_t *page) {
   hak_block_t *b = page->free;
   if (hak_unlikely(b == NULL)) return NULL;
-  page->free = b->next;
+  page->free = hak_block_next(page, b);
   page->used++;
   b->free_tag = 0;
   return b;
@@ -22,6 +22,9 @@ static inline void *page_pop(hak_page_t *page) {
 /* The fast path, for sizes up to 8 KiB: pop from the first page of the
  * size's class. No lock, no atomic; one TLS load, a table load, a pop. */
 void *hak_malloc(size_t size) {
+#if HAKMEM_SECURE   /* every block takes the generic path and gets its canary */
+  return hak_secure_malloc(size);
+#endif
   hak_heap_t *heap = hak_heap_get();
   void *p;
   if (hak_likely(size <= HAK_SMALL_MAX)) p = page_pop(heap->direct[hak_direct_small(size)]);
@@ -76,9 +79,9 @@ void *hak_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
   hak_heap_t *heap = hak_heap_get();
-  if (total > HAK_MEDIUM_MAX) return hak_malloc_generic(total, heap, true);   /* fresh mappings are zero */
-  void *p = hak_malloc_generic(total, heap, false);
-  return p != NULL ? memset(p, 0, total) : NULL;
+  if (total > HAK_MEDIUM_MAX) return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(total), heap, true), total);   /* fresh mappings are zero */
+  void *p = hak_malloc_generic(HAK_REQUEST(total), heap, false);
+  return p != NULL ? HAK_HANDOUT(memset(p, 0, total), total) : NULL;
 }
 
 /* ------------------------------------------------------------ aligned */
@@ -91,9 +94,9 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (size <= HAK_MEDIUM_MAX && align <= HAK_SLICE_SIZE) {
     /* Pages start on slice boundaries, so a class whose size is a multiple
      * of the alignment yields aligned blocks as they are. */
-    if ((hak_bin_size(hak_bin_of(size)) & (align - 1)) == 0)
+    if ((hak_bin_size(hak_bin_of(HAK_REQUEST(size))) & (align - 1)) == 0)
       return zero ? hak_calloc(1, size) : hak_malloc(size);
-    size_t over = size + align - HAK_ALIGN;
+    size_t over = HAK_REQUEST(size) + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
       uint8_t *p = hak_malloc_generic(over, hak_heap_get(), false);
       if (p == NULL) return NULL;
@@ -106,15 +109,15 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
         hak_block_mark_aligned(q, page);   /* so free(q) knows q from any other pointer inside the block */
       }
       if (zero) memset(q, 0, size);
-      return q;
+      return HAK_HANDOUT(q, size);
     }
   }
   /* Past the classes (over-allocating only overflows them above 512 KiB,
    * where every class is a multiple of 64 KiB and was taken above), large
    * blocks start on a slice. */
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
-    return hak_malloc_generic(size, hak_heap_get(), zero);
-  return hak_huge_alloc(size, align, zero);
+    return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(size), hak_heap_get(), zero), size);
+  return HAK_HANDOUT(hak_huge_alloc(HAK_REQUEST(size), align, zero), size);
 }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -151,6 +154,9 @@ void *hak_pvalloc(size_t size) {
 /* Usable bytes from p to the end of its block. Reports a pointer hakmem
  * did not hand out, or a block already freed. */
 size_t hak_malloc_usable_size(const void *p) {
+#if HAKMEM_SECURE   /* the requested size: the bytes past it hold the canary */
+  return hak_secure_usable_size(p);
+#endif
   if (p == NULL) return 0;
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
@@ -169,6 +175,9 @@ size_t hak_good_size(size_t size) {
 }
 
 void *hak_realloc(void *p, size_t size) {
+#if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
+  return hak_secure_realloc(p, size);
+#endif
   if (p == NULL) return hak_malloc(size);
   if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
   hak_block_ref_t ref;

@@ -17,19 +17,22 @@
 
 /* ------------------------------------------------------------ misuse */
 
-static const char *const op_names[] = {
-  [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
-};
+const char *hak_op_name(hak_op_t op) {
+  static const char *const names[] = {
+    [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
+  };
+  return names[op];
+}
 
 /* One line naming the call, the pointer and what is wrong, then abort. */
 static HAK_NOINLINE HAK_NORETURN void report(hak_op_t op, const void *p, const char *what) {
-  hak_fatal("%s of %p, %s", op_names[op], p, what);
+  hak_fatal("%s of %p, %s", hak_op_name(op), p, what);
 }
 
 /* The block is free already: for free, a double free. */
-static HAK_NOINLINE HAK_NORETURN void report_freed(hak_op_t op, const void *p, const char *what) {
+HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what) {
   if (op == HAK_OP_FREE) hak_fatal("double free of %p (%s)", p, what);
-  hak_fatal("%s of %p, a block already freed (%s)", op_names[op], p, what);
+  hak_fatal("%s of %p, a block already freed (%s)", hak_op_name(op), p, what);
 }
 
 /* A free block carries its tag (see hak_block_t); carved blocks get it too,
@@ -53,7 +56,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   if (!hak_segment_is_mapped(p)) {
     ref->usable = hak_giant_usable_size(p);
     if (ref->usable != 0) return;
-    if (hak_huge_cache_holds(hak_segment_of(p))) report_freed(op, p, "a huge block");
+    if (hak_huge_cache_holds(hak_segment_of(p))) hak_report_freed(op, p, "a huge block");
     report(op, p, "not allocated by hakmem (or freed already)");
   }
   hak_segment_t *seg = hak_segment_of(p);
@@ -71,7 +74,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
       ref->usable = page->block_size;
       return;
     case HAK_SPAN_FREE:
-      report_freed(op, p, "or never allocated: its memory is free");
+      hak_report_freed(op, p, "or never allocated: its memory is free");
     case HAK_SPAN_PAGE:
       break;
     default:
@@ -79,7 +82,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   }
   hak_block_t *b = hak_page_block_of(page, p);
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
-  if (block_is_free(b, page)) report_freed(op, p, "or never handed out");
+  if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
   if ((const void *)b != p &&
       (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(p, page)))
     report(op, p, "not the start of a block (a pointer inside one)");
@@ -93,13 +96,13 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
  * corrupts a free list. */
 static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
   uintptr_t tag = hak_free_tag(b, page);
-  if (hak_unlikely(b->free_tag == tag)) report_freed(HAK_OP_FREE, b, "or never handed out");
+  if (hak_unlikely(b->free_tag == tag)) hak_report_freed(HAK_OP_FREE, b, "or never handed out");
   b->free_tag = tag;
 }
 
 static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
-  b->next = page->local_free;
+  hak_block_set_next(page, b, page->local_free);
   page->local_free = b;
   if (hak_unlikely(--page->used == 0) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
 }
@@ -110,7 +113,7 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
   do {
     state = old & HAK_XSTATE_MASK;
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
-    b->next = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK);
+    hak_block_set_next(page, b, (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK));
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)b | state,
                                                   memory_order_acq_rel, memory_order_relaxed));
   /* Edge-triggered: only the push that moved the page from ABANDONED to
@@ -157,6 +160,10 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 /* The fast path: a block this thread's page handed out, checked exactly
  * (hak_block_check) in one multiply and compare. */
 void hak_free(void *p) {
+#if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
+  hak_secure_free(p);
+  return;
+#endif
   hak_heap_t *heap = hak_heap_get();
   if (hak_unlikely(!hak_segment_is_mapped(p))) {
     if (p != NULL) hak_free_generic(p, heap);

@@ -27,6 +27,11 @@
 #include <pthread.h>
 #include "hakmem.h"
 
+/* HAKMEM_SECURE: the hardened variant (secure.h, secure.c). */
+#ifndef HAKMEM_SECURE
+#define HAKMEM_SECURE 0
+#endif
+
 /* HAKMEM_DEBUG (cmake -DHAKMEM_DEBUG=ON, the build the sanitizer runs use):
  * hak_assert checks, and the validators of the structures below run where
  * those change hands (hak_page_is_valid, hak_arena_is_valid). Compiled away
@@ -187,9 +192,16 @@ typedef struct hak_page_s {
   uint8_t bin;
   uint8_t span_kind;
   uint8_t dirty;                         /* this slice may hold resident memory (any slice) */
+#if HAKMEM_SECURE
+  uintptr_t secret;                      /* page: encodes its free-list links (secure.h) */
+#endif
 } __attribute__((aligned(64))) hak_page_t;
 
+#if HAKMEM_SECURE
+_Static_assert(sizeof(hak_page_t) == 128, "a secure page descriptor is two cache lines");
+#else
 _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
+#endif
 
 /* ---------------------------------------------------------------- segments */
 
@@ -303,6 +315,15 @@ typedef struct hak_arena_s {
 
 /* ---------------------------------------------------------------- heaps */
 
+#if HAKMEM_SECURE
+/* Freed blocks waiting to be reused, oldest first (secure.c). */
+#define HAK_QUARANTINE_SLOTS 64
+typedef struct hak_quarantine_s {
+  struct { void *p; size_t usable; } slots[HAK_QUARANTINE_SLOTS];
+  size_t head, count, bytes;
+} hak_quarantine_t;
+#endif
+
 typedef struct hak_page_queue_s {
   hak_page_t *first, *last;
 } hak_page_queue_t;
@@ -324,6 +345,9 @@ typedef struct hak_heap_s {
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   uint32_t generic_calls;                /* paces the checks for due work */
   hak_bin_stats_t stats[HAK_BINS];
+#if HAKMEM_SECURE
+  hak_quarantine_t quarantine;
+#endif
 } hak_heap_t;
 
 extern hak_heap_t hak_heap_empty HAK_INTERNAL;
@@ -337,7 +361,7 @@ static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
 
 typedef enum {
   HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
-  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_COUNT
+  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_ZERO_ON_FREE, HAK_OPT_COUNT
 } hak_option_t;
 
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
@@ -453,6 +477,8 @@ typedef struct hak_block_ref_s {
 } hak_block_ref_t;
 HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);
 HAK_INTERNAL void hak_block_mark_aligned(void *q, const hak_page_t *page);
+HAK_INTERNAL const char *hak_op_name(hak_op_t op);
+HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what);
 
 /* alloc.c / free.c */
 /* size first: it arrives in the first argument register of malloc, so the
@@ -487,5 +513,7 @@ extern _Atomic(int64_t) hak_stat_huge_cache_hits HAK_INTERNAL, hak_stat_huge_cac
 extern _Atomic(int64_t) hak_stat_huge_count HAK_INTERNAL, hak_stat_segments_released HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes HAK_INTERNAL;
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
+
+#include "secure.h"
 
 #endif

@@ -95,6 +95,9 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->block_size = (uint32_t)bs;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
+#if HAKMEM_SECURE
+  hak_secure_page_init(page);   /* a fresh secret for its links */
+#endif
 }
 
 /* Carve more blocks from the page's never-used area onto its free list.
@@ -107,6 +110,9 @@ static void page_extend(hak_page_t *page) {
   if (most == 0) most = 1;
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
+#if HAKMEM_SECURE
+  hak_secure_carve(page, first, n);   /* in random order */
+#else
   hak_block_t *b = (hak_block_t *)first;
   for (size_t i = 1; i < n; i++, b = b->next) {
     b->next = (hak_block_t *)((uint8_t *)b + bs);
@@ -115,6 +121,7 @@ static void page_extend(hak_page_t *page) {
   b->next = page->free;
   b->free_tag = hak_free_tag(b, page);
   page->free = (hak_block_t *)first;
+#endif
   page->capacity = (uint16_t)(page->capacity + n);
   page_update_check(page);
 }
@@ -126,9 +133,9 @@ static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
   if (list == NULL) return;
   size_t count = 1;
   hak_block_t *tail = list;
-  while (tail->next != NULL) { tail = tail->next; count++; }
+  for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL; tail = next) count++;
   if (count > page->used) hak_fatal("heap corruption: %zu remote frees in a page with %u blocks in use", count, (unsigned)page->used);
-  tail->next = page->local_free;
+  hak_block_set_next(page, tail, page->local_free);
   page->local_free = list;
   page->used = (uint16_t)(page->used - count);
 }
@@ -169,7 +176,7 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
  * make up every carved block; the free fast path's check matches. */
 static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, size_t *count) {
   const uint8_t *area = hak_page_area(page);
-  for (; b != NULL; b = b->next) {
+  for (; b != NULL; b = hak_block_next(page, b)) {
     size_t offset = (size_t)((const uint8_t *)b - area);
     if ((const uint8_t *)b < area || offset % page->block_size != 0 ||
         offset / page->block_size >= page->capacity || b->free_tag != hak_free_tag(b, page))
