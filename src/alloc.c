@@ -285,28 +285,4 @@ HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void
   return hak_likely(p != NULL) ? p : new_aligned_nothrow_retry(size, align, tag);
 }
 
-/* ------------------------------------------------------------ exported names */
-
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-#define HAK_EXPORT_AS(target) __attribute__((alias(#target), visibility("default")))
-void *malloc(size_t) HAK_EXPORT_AS(hak_malloc);
-void *calloc(size_t, size_t) HAK_EXPORT_AS(hak_calloc);
-void *realloc(void *, size_t) HAK_EXPORT_AS(hak_realloc);
-void *reallocarray(void *, size_t, size_t) HAK_EXPORT_AS(hak_reallocarray);
-int posix_memalign(void **, size_t, size_t) HAK_EXPORT_AS(hak_posix_memalign);
-void *aligned_alloc(size_t, size_t) HAK_EXPORT_AS(hak_aligned_alloc);
-void *memalign(size_t, size_t) HAK_EXPORT_AS(hak_memalign);
-void *valloc(size_t) HAK_EXPORT_AS(hak_valloc);
-void *pvalloc(size_t) HAK_EXPORT_AS(hak_pvalloc);
-size_t malloc_usable_size(void *) HAK_EXPORT_AS(hak_malloc_usable_size);
-
-/* C++: operator new / new[] (plain, nothrow, aligned, aligned nothrow). */
-void *_Znwm(size_t) HAK_EXPORT_AS(hak_new);
-void *_Znam(size_t) HAK_EXPORT_AS(hak_new);
-void *_ZnwmRKSt9nothrow_t(size_t, const void *) HAK_EXPORT_AS(hak_new_nothrow);
-void *_ZnamRKSt9nothrow_t(size_t, const void *) HAK_EXPORT_AS(hak_new_nothrow);
-void *_ZnwmSt11align_val_t(size_t, size_t) HAK_EXPORT_AS(hak_new_aligned);
-void *_ZnamSt11align_val_t(size_t, size_t) HAK_EXPORT_AS(hak_new_aligned);
-void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *) HAK_EXPORT_AS(hak_new_aligned_nothrow);
-void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t, size_t, const void *) HAK_EXPORT_AS(hak_new_aligned_nothrow);
-#endif
+HAK_DEFINE_EXPORTS(HAK_EXPORTS_ALLOC)

@@ -210,29 +210,4 @@ void hak_free_aligned_sized(void *p, size_t align, size_t size) {
   hak_free(p);
 }
 
-/* ------------------------------------------------------------ exported names */
-
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-#define HAK_EXPORT_AS(target) __attribute__((alias(#target), visibility("default")))
-void free(void *) HAK_EXPORT_AS(hak_free);
-void cfree(void *) HAK_EXPORT_AS(hak_free);
-void free_sized(void *, size_t) HAK_EXPORT_AS(hak_free_sized);
-void free_aligned_sized(void *, size_t, size_t) HAK_EXPORT_AS(hak_free_aligned_sized);
-/* C++ operator delete / delete[] in every form: the size and alignment
- * arguments are not needed, since the page knows both. They arrive in
- * registers hak_free ignores (x86-64 and AArch64 calling conventions), so
- * the differing prototypes are deliberate. */
-#pragma GCC diagnostic ignored "-Wattribute-alias"
-void _ZdlPv(void *) HAK_EXPORT_AS(hak_free);
-void _ZdaPv(void *) HAK_EXPORT_AS(hak_free);
-void _ZdlPvm(void *, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdaPvm(void *, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdlPvRKSt9nothrow_t(void *, const void *) HAK_EXPORT_AS(hak_free);
-void _ZdaPvRKSt9nothrow_t(void *, const void *) HAK_EXPORT_AS(hak_free);
-void _ZdlPvSt11align_val_t(void *, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdaPvSt11align_val_t(void *, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdlPvmSt11align_val_t(void *, size_t, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdaPvmSt11align_val_t(void *, size_t, size_t) HAK_EXPORT_AS(hak_free);
-void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *, size_t, const void *) HAK_EXPORT_AS(hak_free);
-void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *, size_t, const void *) HAK_EXPORT_AS(hak_free);
-#endif
+HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE)

@@ -125,13 +125,12 @@ void hak_collect(void) {
   hak_huge_cache_flush();
 }
 
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-__attribute__((visibility("default"))) int malloc_trim(size_t pad) {
+/* malloc_trim(0): the same, and "some memory was released". */
+int hak_malloc_trim(size_t pad) {
   (void)pad;
   hak_collect();
   return 1;
 }
-#endif
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
   pthread_mutex_lock(&heaps_lock);
@@ -145,3 +144,5 @@ void hak_heaps_fork_parent(void) { pthread_mutex_unlock(&heaps_lock); }
  * stay as they were (a page could be mid-update): their pages keep working
  * for frees (which go the cross-thread way) and are never allocated from. */
 void hak_heaps_fork_child(void) { pthread_mutex_init(&heaps_lock, NULL); }
+
+HAK_DEFINE_EXPORTS(HAK_EXPORTS_HEAP)

@@ -11,7 +11,8 @@
  *   page.c     a page = a span holding blocks of one size class: free lists,
  *              collection of remote frees, abandonment and reclamation
  *   heap.c     per-thread heaps: page queues per size class, thread exit
- *   alloc.c    malloc and friends (and their standard and C++ names)
+ *   alloc.c    malloc and friends
+ *   exports.h  every standard and C++ name hakmem exports, and its hak_* function
  *   free.c     free: the local fast path and the cross-thread path
  *   init.c     process start-up, fork, thread exit hooks
  *   options.c  HAKMEM_* options and messages
@@ -466,6 +467,7 @@ HAK_INTERNAL void hak_heaps_fork_parent(void);
 HAK_INTERNAL void hak_heaps_fork_child(void);
 typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
+HAK_INTERNAL int hak_malloc_trim(size_t pad);
 
 /* free.c: what a pointer handed back to hakmem is (hak_block_find). */
 typedef enum { HAK_OP_FREE, HAK_OP_REALLOC, HAK_OP_USABLE_SIZE } hak_op_t;
@@ -515,5 +517,6 @@ extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes 
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #include "secure.h"
+#include "exports.h"
 
 #endif

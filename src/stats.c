@@ -269,10 +269,8 @@ struct mallinfo2 hak_mallinfo2(void) {
   return mi;
 }
 
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-__attribute__((visibility("default"))) struct mallinfo2 mallinfo2(void) { return hak_mallinfo2(); }
-
-__attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
+/* mallinfo: the same figures in int fields (truncated, as glibc's are). */
+struct mallinfo hak_mallinfo(void) {
   struct mallinfo2 m2 = hak_mallinfo2();
   struct mallinfo m = { 0 };
   m.arena = (int)m2.arena; m.ordblks = (int)m2.ordblks; m.hblks = (int)m2.hblks; m.hblkhd = (int)m2.hblkhd;
@@ -280,5 +278,4 @@ __attribute__((visibility("default"))) struct mallinfo mallinfo(void) {
   return m;
 }
 
-__attribute__((visibility("default"))) void malloc_stats(void) { write_text(STDERR_FILENO); }
-#endif
+HAK_DEFINE_EXPORTS(HAK_EXPORTS_STATS)

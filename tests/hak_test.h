@@ -1,6 +1,7 @@
 /* Shared helpers of hakmem's end-to-end tests: CHECK macros, case runner,
  * deterministic random numbers, address/seed-keyed fill patterns, RSS, a
- * small blocking pointer queue, and waiting for a forked child.
+ * small blocking pointer queue, and forked children (waited for with a
+ * deadline, or run to catch an abort with its stderr).
  *
  * Every test calls the standard allocator API (malloc, free, ...). Which
  * allocator that reaches depends on the build:
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,7 +96,7 @@ static inline void hak_test_fail(const char *file, int line, const char *fmt, ..
 #define CHECKF(expr, fmt, ...)                                               \
     do {                                                                     \
         if (!(expr))                                                         \
-            hak_test_fail(__FILE__, __LINE__, "%s: " fmt, #expr, __VA_ARGS__); \
+            hak_test_fail(__FILE__, __LINE__, "%s: " fmt, #expr, ##__VA_ARGS__); \
     } while (0)
 
 #define CHECK_EQ_SIZE(a, b)                                                  \
@@ -423,6 +425,46 @@ static inline int hak_wait_child(pid_t pid, int seconds)
         }
         usleep(10 * 1000);
     }
+}
+
+/* What a child that was expected to stop itself printed, and how it ended. */
+typedef struct {
+    char text[8192];   /* its stderr */
+    int status;
+} hak_child_report;
+
+/* Runs fn in a forked child with stderr captured (and echoed, indented),
+ * for misuse that aborts on purpose (no core file). A child whose fn
+ * returns says so on stderr and exits 0. */
+static inline hak_child_report hak_run_in_child(void (*fn)(void))
+{
+    hak_child_report r = {{0}, 0};
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        close(fds[0]);
+        CHECK(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
+        fn();
+        fprintf(stderr, "the misuse returned normally\n");
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    ssize_t got;
+    while ((got = read(fds[0], r.text + used, sizeof r.text - 1 - used)) > 0) used += (size_t)got;
+    close(fds[0]);
+    r.status = hak_wait_child(pid, 30);
+    for (const char *line = r.text; *line;) {
+        int len = (int)strcspn(line, "\n");
+        printf("     child stderr: %.*s\n", len, line);
+        line += len + (line[len] == '\n');
+    }
+    return r;
 }
 
 #define CHECK_CHILD_EXITED_0(status)                                         \

@@ -3,14 +3,12 @@
  * child prints the bad pointer first ("bad pointer 0x...") so the parent can
  * check the message names that same address. Normal build only: under the
  * sanitizers such frees are the sanitizer's business. */
-#include <sys/resource.h>
 #include "hak_test.h"
 
 #include <sys/mman.h>
 
 #define MESSAGE_PREFIX "hakmem: error:"
 
-typedef void (*bad_free_fn)(void);
 
 static void announce(const void *p)
 {
@@ -148,44 +146,7 @@ static void double_free_medium(void) { double_free_of_size(100 * KiB); }
 static void double_free_large(void) { double_free_of_size(2 * MiB); }
 static void double_free_huge(void) { double_free_of_size(40 * MiB); }
 
-typedef struct {
-    char text[8192];
-    int status;
-} child_report;
-
-/* Runs fn in a child with stderr redirected into a pipe. */
-static child_report run_in_child(bad_free_fn fn)
-{
-    child_report r = {{0}, 0};
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};   /* it aborts on purpose: no core file */
-        setrlimit(RLIMIT_CORE, &no_core);
-        close(fds[0]);
-        CHECK(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
-        fn();
-        fprintf(stderr, "invalid free returned normally\n");
-        _exit(0);
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t got;
-    while ((got = read(fds[0], r.text + used, sizeof r.text - 1 - used)) > 0) used += (size_t)got;
-    close(fds[0]);
-    r.status = hak_wait_child(pid, 30);
-    for (const char *line = r.text; *line;) {
-        int len = (int)strcspn(line, "\n");
-        printf("     child stderr: %.*s\n", len, line);
-        line += len + (line[len] == '\n');
-    }
-    return r;
-}
-
-static void check_report(const child_report *r, const char *words)
+static void check_report(const hak_child_report *r, const char *words)
 {
     CHECKF(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT,
            "child status 0x%x, want death by SIGABRT; stderr: %s", r->status, r->text);
@@ -213,7 +174,7 @@ static void check_report(const child_report *r, const char *words)
 
 static const struct misuse {
     const char *name;
-    bad_free_fn fn;
+    void (*fn)(void);
     const char *words;   /* in hakmem's one-line message */
 } misuses[] = {
     { "free of a stack pointer", free_stack_pointer, "not allocated by hakmem" },
@@ -237,7 +198,7 @@ static void every_misuse_is_reported(void)
 {
     for (size_t i = 0; i < sizeof misuses / sizeof misuses[0]; i++) {
         printf("   %s\n", misuses[i].name);
-        child_report r = run_in_child(misuses[i].fn);
+        hak_child_report r = hak_run_in_child(misuses[i].fn);
         check_report(&r, misuses[i].words);
     }
 }

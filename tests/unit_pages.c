@@ -1,7 +1,8 @@
 /* Pages: the three free lists, the direct table, remote frees, and the way
  * a full page is given up and then pulled by another allocating thread. */
 #include <string.h>
-#include "unit.h"
+#include "hak_test.h"
+#include "internal.h"
 
 enum { SIZE = 48 };   /* one small class; nothing else in this test uses it */
 
@@ -14,14 +15,14 @@ static void blocks_come_from_the_direct_page(void) {
   hak_heap_t *heap = hak_heap_get();
   hak_page_t *page = page_of(p);
   size_t bin = hak_bin_of(SIZE);
-  UCHECK(hak_page_owner(page) == (uintptr_t)heap, "owned by this thread's heap");
-  UCHECK(heap->queues[bin].first == page && heap->direct[(SIZE + 15) / 16] == page, "first in queue and direct");
-  UCHECK(page->block_size == hak_bin_size(bin) && page->used == 1, "block size %u used %u", page->block_size, page->used);
+  CHECKF(hak_page_owner(page) == (uintptr_t)heap, "owned by this thread's heap");
+  CHECKF(heap->queues[bin].first == page && heap->direct[(SIZE + 15) / 16] == page, "first in queue and direct");
+  CHECKF(page->block_size == hak_bin_size(bin) && page->used == 1, "block size %u used %u", page->block_size, page->used);
   uint8_t *area = hak_page_area(page);
-  UCHECK(((uint8_t *)p - area) % page->block_size == 0, "block boundary");
+  CHECKF(((uint8_t *)p - area) % page->block_size == 0, "block boundary");
   hak_free(p);
-  UCHECK(page->used == 0 && page->local_free == p, "a local free goes to local_free");
-  UCHECK(hak_page_owner(page) == (uintptr_t)heap, "the only page of its class is kept");
+  CHECKF(page->used == 0 && page->local_free == p, "a local free goes to local_free");
+  CHECKF(hak_page_owner(page) == (uintptr_t)heap, "the only page of its class is kept");
 }
 
 /* Fill a whole page; return its blocks in `out` (reserved of them). */
@@ -32,7 +33,7 @@ static hak_page_t *fill_page(void **out, size_t *count) {
   out[n++] = first;
   while (page->used < page->reserved) {
     void *p = hak_malloc(SIZE);
-    UCHECK(page_of(p) == page, "fills the current page first");
+    CHECKF(page_of(p) == page, "fills the current page first");
     out[n++] = p;
   }
   *count = n;
@@ -53,11 +54,11 @@ static void remote_frees_are_collected_by_the_owner(void) {
   pthread_t t;
   pthread_create(&t, NULL, free_half_remotely, &n);
   pthread_join(t, NULL);
-  UCHECK(!xlist_empty(page) && page->used == n, "remote frees wait in xthread_free, still counted");
+  CHECKF(!xlist_empty(page) && page->used == n, "remote frees wait in xthread_free, still counted");
   /* The page is full and owned: the next malloc collects the remote frees. */
   void *p = hak_malloc(SIZE);
-  UCHECK(page_of(p) == page, "the owner reuses remotely freed blocks");
-  UCHECK(xlist_empty(page) && page->used == n - (n + 1) / 2 + 1, "collected: used %u", page->used);
+  CHECKF(page_of(p) == page, "the owner reuses remotely freed blocks");
+  CHECKF(xlist_empty(page) && page->used == n - (n + 1) / 2 + 1, "collected: used %u", page->used);
   hak_free(p);
   for (size_t i = 1; i < n; i += 2) hak_free(blocks[i]);
 }
@@ -95,39 +96,34 @@ static void given_up_pages_are_pulled_by_allocating_threads(void) {
   pthread_create(&idle, NULL, fill_and_idle, &n);
   pthread_barrier_wait(&filled);
   hak_page_t *full = page_of(blocks[0]);
-  UCHECK(page_of(blocks[n - 1]) != full, "the last block came from a new page");
-  UCHECK(xstate(full) == HAK_XSTATE_ABANDONED && (hak_page_owner(full) & HAK_OWNER_ABANDONED), "full page given up");
+  CHECKF(page_of(blocks[n - 1]) != full, "the last block came from a new page");
+  CHECKF(xstate(full) == HAK_XSTATE_ABANDONED && (hak_page_owner(full) & HAK_OWNER_ABANDONED), "full page given up");
 
   hak_free(blocks[0]);   /* first free into it: publishes it */
-  UCHECK(xstate(full) == HAK_XSTATE_PUBLISHED, "published on the first remote free");
+  CHECKF(xstate(full) == HAK_XSTATE_PUBLISHED, "published on the first remote free");
   hak_free(blocks[1]);
-  UCHECK(xstate(full) == HAK_XSTATE_PUBLISHED, "later frees just push");
+  CHECKF(xstate(full) == HAK_XSTATE_PUBLISHED, "later frees just push");
 
   adoption_t got = { NULL, false };
   pthread_create(&t, NULL, allocate_one, &got);
   pthread_join(t, NULL);
-  UCHECK(page_of(got.block) == full && got.owned, "an allocating thread adopted the published page");
+  CHECKF(page_of(got.block) == full && got.owned, "an allocating thread adopted the published page");
   hak_free(got.block);
   for (size_t i = 2; i < n; i++) hak_free(blocks[i]);
   pthread_barrier_wait(&done);
   pthread_join(idle, NULL);
 }
 
+static void free_block_twice(void) {
+  void *p = hak_malloc(SIZE);
+  hak_free(p);
+  hak_free(p);
+}
+
 static void double_free_is_detected(void) {
-  /* Checked in a child: the report aborts. */
-  fflush(stdout);
-  pid_t pid = fork();
-  if (pid == 0) {
-    struct rlimit no_core = {0, 0};   /* it aborts on purpose: no core file */
-    setrlimit(RLIMIT_CORE, &no_core);
-    void *p = hak_malloc(SIZE);
-    hak_free(p);
-    hak_free(p);
-    _exit(0);
-  }
-  int status;
-  waitpid(pid, &status, 0);
-  UCHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %d", status);
+  hak_child_report r = hak_run_in_child(free_block_twice);
+  CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %d", r.status);
+  CHECKF(strstr(r.text, "double free") != NULL, "no report in: %s", r.text);
 }
 
 /* The free fast path's block check (hak_slice_t in internal.h) accepts
@@ -144,7 +140,7 @@ static void block_check_is_exact(void) {
       hak_slice_t check = { NULL, recip, (uint32_t)(capacity * e) };
       for (uintptr_t offset = 0; offset < HAK_SLICE_SIZE; offset++) {
         bool start = offset % bs == 0 && offset / bs < capacity;
-        UCHECK(hak_block_check(&check, (void *)(((uintptr_t)1 << 30) + offset)) == start,
+        CHECKF(hak_block_check(&check, (void *)(((uintptr_t)1 << 30) + offset)) == start,
                "block size %zu, capacity %zu, offset %zu", bs, capacity, (size_t)offset);
       }
     }
@@ -157,23 +153,24 @@ static void validators_see_the_invariants(void) {
   void *p = hak_malloc(SIZE), *q = hak_malloc(SIZE);
   hak_page_t *page = page_of(p);
   hak_page_collect(page);
-  UCHECK(hak_page_is_valid(page), "a page in use");
+  CHECKF(hak_page_is_valid(page), "a page in use");
   hak_free(q);
-  UCHECK(hak_page_is_valid(page), "after a local free");
+  CHECKF(hak_page_is_valid(page), "after a local free");
   page->used++;   /* a count that no longer adds up */
-  UCHECK(!hak_page_is_valid(page), "a wrong used count passes");
+  CHECKF(!hak_page_is_valid(page), "a wrong used count passes");
   page->used--;
   hak_free(p);
-  UCHECK(hak_page_is_valid(page) && hak_arenas_are_valid(), "page and arenas at the end");
+  CHECKF(hak_page_is_valid(page) && hak_arenas_are_valid(), "page and arenas at the end");
 }
 
 int main(void) {
+  hak_test_begin("unit_pages");
   hak_free(hak_malloc(1));   /* this thread's heap exists from here on */
-  UCASE(blocks_come_from_the_direct_page);
-  UCASE(remote_frees_are_collected_by_the_owner);
-  UCASE(given_up_pages_are_pulled_by_allocating_threads);
-  UCASE(double_free_is_detected);
-  UCASE(block_check_is_exact);
-  UCASE(validators_see_the_invariants);
+  RUN_CASE(blocks_come_from_the_direct_page);
+  RUN_CASE(remote_frees_are_collected_by_the_owner);
+  RUN_CASE(given_up_pages_are_pulled_by_allocating_threads);
+  RUN_CASE(double_free_is_detected);
+  RUN_CASE(block_check_is_exact);
+  RUN_CASE(validators_see_the_invariants);
   return 0;
 }

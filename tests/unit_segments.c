@@ -2,20 +2,21 @@
  * release of empty segments, huge blocks. Uses a private arena, so the
  * spans it sees are only its own. */
 #include <string.h>
-#include "unit.h"
+#include "hak_test.h"
+#include "internal.h"
 
 static hak_arena_t arena;
 
 static void check_page_span(hak_page_t *span, size_t slices) {
   hak_segment_t *seg = hak_segment_of(span);
-  UCHECK(((uintptr_t)seg & HAK_SEGMENT_MASK) == 0, "segment %p not aligned", (void *)seg);
-  UCHECK(hak_segment_is_mapped(seg), "segment %p not in the map", (void *)seg);
-  UCHECK(span->span_kind == HAK_SPAN_PAGE && span->slice_count == slices, "kind %d count %u", span->span_kind, span->slice_count);
+  CHECKF(((uintptr_t)seg & HAK_SEGMENT_MASK) == 0, "segment %p not aligned", (void *)seg);
+  CHECKF(hak_segment_is_mapped(seg), "segment %p not in the map", (void *)seg);
+  CHECKF(span->span_kind == HAK_SPAN_PAGE && span->slice_count == slices, "kind %d count %u", span->span_kind, span->slice_count);
   uint8_t *area = hak_page_area(span);
-  UCHECK(area >= (uint8_t *)seg + HAK_META_SIZE && area + slices * HAK_SLICE_SIZE <= (uint8_t *)seg + HAK_SEGMENT_SIZE,
+  CHECKF(area >= (uint8_t *)seg + HAK_META_SIZE && area + slices * HAK_SLICE_SIZE <= (uint8_t *)seg + HAK_SEGMENT_SIZE,
          "span outside its segment");
   for (size_t i = 0; i < slices * HAK_SLICE_SIZE; i += 4096) {
-    UCHECK(hak_page_of(seg, area + i) == span, "slice map wrong at +%zu", i);
+    CHECKF(hak_page_of(seg, area + i) == span, "slice map wrong at +%zu", i);
     area[i] = (uint8_t)i;   /* the memory is usable */
   }
 }
@@ -23,7 +24,7 @@ static void check_page_span(hak_page_t *span, size_t slices) {
 static void segments_are_aligned_and_mapped(void) {
   for (size_t n = 1; n <= HAK_PAGE_MAX_SLICES; n *= 2) {
     hak_page_t *span = hak_span_alloc(&arena, n, HAK_SPAN_PAGE, NULL);
-    UCHECK(span != NULL, "span of %zu", n);
+    CHECKF(span != NULL, "span of %zu", n);
     check_page_span(span, n);
     hak_span_free(span);
   }
@@ -31,13 +32,13 @@ static void segments_are_aligned_and_mapped(void) {
 
 static void free_spans_coalesce(void) {
   hak_page_t *a = hak_span_alloc(&arena, 3, HAK_SPAN_PAGE, NULL), *b = hak_span_alloc(&arena, 5, HAK_SPAN_PAGE, NULL), *c = hak_span_alloc(&arena, 2, HAK_SPAN_PAGE, NULL);
-  UCHECK(hak_segment_of(a) == hak_segment_of(c), "one segment");
-  UCHECK(b == a + 3 && c == b + 5, "spans are carved in order");
+  CHECKF(hak_segment_of(a) == hak_segment_of(c), "one segment");
+  CHECKF(b == a + 3 && c == b + 5, "spans are carved in order");
   hak_span_free(b);
   hak_span_free(a);
   hak_span_free(c);
   hak_page_t *all = hak_span_alloc(&arena, 10, HAK_SPAN_PAGE, NULL);
-  UCHECK(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
+  CHECKF(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
   check_page_span(all, 10);
   hak_span_free(all);
 }
@@ -48,15 +49,15 @@ static void empty_segments_beyond_a_few_are_released(void) {
   size_t big = HAK_SLICES - HAK_META_SLICES;   /* a whole segment each */
   for (int i = 0; i < N; i++) {
     whole[i] = hak_span_alloc(&arena, big, HAK_SPAN_PAGE, NULL);
-    UCHECK(whole[i] != NULL, "segment %d", i);
+    CHECKF(whole[i] != NULL, "segment %d", i);
   }
-  UCHECK(arena.segment_count >= N, "%zu segments", arena.segment_count);
+  CHECKF(arena.segment_count >= N, "%zu segments", arena.segment_count);
   for (int i = 0; i < N; i++) hak_span_free(whole[i]);
-  UCHECK(arena.empty_segments == HAK_EMPTY_SEGMENTS_KEPT && arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT,
+  CHECKF(arena.empty_segments == HAK_EMPTY_SEGMENTS_KEPT && arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT,
          "kept %zu of %zu", arena.empty_segments, arena.segment_count);
   int mapped = 0;
   for (int i = 0; i < N; i++) mapped += hak_segment_is_mapped(whole[i]);
-  UCHECK(mapped == HAK_EMPTY_SEGMENTS_KEPT, "released segments left the map (%d mapped)", mapped);
+  CHECKF(mapped == HAK_EMPTY_SEGMENTS_KEPT, "released segments left the map (%d mapped)", mapped);
 }
 
 /* Blocks above the size classes that fit a segment are spans of their own:
@@ -64,14 +65,14 @@ static void empty_segments_beyond_a_few_are_released(void) {
 static void large_blocks_are_spans(void) {
   uint8_t *p = hak_malloc(5u << 20);
   hak_page_t *span = hak_page_of(hak_segment_of(p), p);
-  UCHECK(span->span_kind == HAK_SPAN_LARGE && p == hak_page_area(span), "kind %d", span->span_kind);
-  UCHECK(((uintptr_t)p & (HAK_SLICE_SIZE - 1)) == 0 && hak_malloc_usable_size(p) >= (5u << 20), "slice aligned");
+  CHECKF(span->span_kind == HAK_SPAN_LARGE && p == hak_page_area(span), "kind %d", span->span_kind);
+  CHECKF(((uintptr_t)p & (HAK_SLICE_SIZE - 1)) == 0 && hak_malloc_usable_size(p) >= (5u << 20), "slice aligned");
   memset(p, 0xEE, 5u << 20);
   hak_free(p);
-  UCHECK(span->span_kind == HAK_SPAN_FREE, "freed span");
+  CHECKF(span->span_kind == HAK_SPAN_FREE, "freed span");
   uint8_t *q = hak_calloc(1, 3u << 20);   /* reuses the dirty span: must be zeroed */
-  UCHECK(q == p, "the freed span is reused (got %p, freed %p)", (void *)q, (void *)p);
-  for (size_t i = 0; i < (3u << 20); i++) UCHECK(q[i] == 0, "calloc byte %zu", i);
+  CHECKF(q == p, "the freed span is reused (got %p, freed %p)", (void *)q, (void *)p);
+  for (size_t i = 0; i < (3u << 20); i++) CHECKF(q[i] == 0, "calloc byte %zu", i);
   hak_free(q);
 }
 
@@ -80,14 +81,14 @@ static void huge_blocks_honour_alignment(void) {
   for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
     size_t size = HAK_LARGE_MAX + 123;
     uint8_t *p = hak_huge_alloc(size, aligns[i], false);
-    UCHECK(p != NULL && ((uintptr_t)p & (aligns[i] - 1)) == 0, "align %zu: %p", aligns[i], (void *)p);
+    CHECKF(p != NULL && ((uintptr_t)p & (aligns[i] - 1)) == 0, "align %zu: %p", aligns[i], (void *)p);
     hak_segment_t *seg = hak_segment_of(p);
     hak_page_t *page = hak_page_of(seg, p);
-    UCHECK(page->span_kind == HAK_SPAN_HUGE, "huge page kind %d", page->span_kind);
-    UCHECK(hak_huge_usable_size(seg, page, p) >= size, "usable %zu", hak_huge_usable_size(seg, page, p));
+    CHECKF(page->span_kind == HAK_SPAN_HUGE, "huge page kind %d", page->span_kind);
+    CHECKF(hak_huge_usable_size(seg, page, p) >= size, "usable %zu", hak_huge_usable_size(seg, page, p));
     memset(p, 0xA5, size);
     hak_huge_free(seg, page);
-    UCHECK(!hak_segment_is_mapped(seg), "freed huge segment still mapped");
+    CHECKF(!hak_segment_is_mapped(seg), "freed huge segment still mapped");
   }
 }
 
@@ -95,19 +96,20 @@ static void os_aligned_mappings_are_aligned(void) {
   for (int i = 0; i < 64; i++) {
     size_t size = HAK_SEGMENT_SIZE + (size_t)i * HAK_OS_PAGE;
     void *p = hak_os_alloc_aligned(size, HAK_SEGMENT_SIZE);
-    UCHECK(p != NULL && ((uintptr_t)p & HAK_SEGMENT_MASK) == 0, "mapping %d at %p", i, p);
+    CHECKF(p != NULL && ((uintptr_t)p & HAK_SEGMENT_MASK) == 0, "mapping %d at %p", i, p);
     hak_os_free(p, size);
   }
 }
 
 int main(void) {
+  hak_test_begin("unit_segments");
   hak_process_init();
   pthread_mutex_init(&arena.lock, NULL);
-  UCASE(segments_are_aligned_and_mapped);
-  UCASE(free_spans_coalesce);
-  UCASE(empty_segments_beyond_a_few_are_released);
-  UCASE(large_blocks_are_spans);
-  UCASE(huge_blocks_honour_alignment);
-  UCASE(os_aligned_mappings_are_aligned);
+  RUN_CASE(segments_are_aligned_and_mapped);
+  RUN_CASE(free_spans_coalesce);
+  RUN_CASE(empty_segments_beyond_a_few_are_released);
+  RUN_CASE(large_blocks_are_spans);
+  RUN_CASE(huge_blocks_honour_alignment);
+  RUN_CASE(os_aligned_mappings_are_aligned);
   return 0;
 }

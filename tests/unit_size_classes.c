@@ -1,30 +1,31 @@
 /* Size classes: every size maps to the smallest class that holds it, and
  * classes above 128 B waste at most 1/9 of themselves (the README's promise). Pages of each class
  * hold enough blocks and waste little of their span. */
-#include "unit.h"
+#include "hak_test.h"
+#include "internal.h"
 
 static void every_size_maps_to_smallest_fitting_class(void) {
   for (size_t size = 0; size <= HAK_MEDIUM_MAX; size++) {
     size_t bin = hak_bin_of(size);
-    UCHECK(bin >= 1 && bin < HAK_BINS, "size %zu -> bin %zu", size, bin);
-    UCHECK(hak_bin_size(bin) >= size, "size %zu > class %zu", size, hak_bin_size(bin));
-    UCHECK(bin == 1 || hak_bin_size(bin - 1) < size, "size %zu fits the smaller class %zu", size, hak_bin_size(bin - 1));
+    CHECKF(bin >= 1 && bin < HAK_BINS, "size %zu -> bin %zu", size, bin);
+    CHECKF(hak_bin_size(bin) >= size, "size %zu > class %zu", size, hak_bin_size(bin));
+    CHECKF(bin == 1 || hak_bin_size(bin - 1) < size, "size %zu fits the smaller class %zu", size, hak_bin_size(bin - 1));
   }
-  UCHECK(hak_bin_of(HAK_MEDIUM_MAX) == HAK_BINS - 1, "largest class is %zu", hak_bin_of(HAK_MEDIUM_MAX));
+  CHECKF(hak_bin_of(HAK_MEDIUM_MAX) == HAK_BINS - 1, "largest class is %zu", hak_bin_of(HAK_MEDIUM_MAX));
 }
 
 static void classes_are_aligned_and_increasing(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    UCHECK(hak_bin_size(bin) % HAK_ALIGN == 0, "class %zu", hak_bin_size(bin));
-    UCHECK(bin == 1 || hak_bin_size(bin) > hak_bin_size(bin - 1), "bin %zu", bin);
-    UCHECK(hak_bin_of(hak_bin_size(bin)) == bin, "class size %zu maps elsewhere", hak_bin_size(bin));
+    CHECKF(hak_bin_size(bin) % HAK_ALIGN == 0, "class %zu", hak_bin_size(bin));
+    CHECKF(bin == 1 || hak_bin_size(bin) > hak_bin_size(bin - 1), "bin %zu", bin);
+    CHECKF(hak_bin_of(hak_bin_size(bin)) == bin, "class size %zu maps elsewhere", hak_bin_size(bin));
   }
 }
 
 static void waste_is_bounded_above_128_bytes(void) {
   for (size_t size = 129; size <= HAK_MEDIUM_MAX; size++) {
     size_t cls = hak_bin_size(hak_bin_of(size));
-    UCHECK((cls - size) * 9 <= cls, "size %zu wastes %zu of %zu", size, cls - size, cls);
+    CHECKF((cls - size) * 9 <= cls, "size %zu wastes %zu of %zu", size, cls - size, cls);
   }
 }
 
@@ -32,16 +33,17 @@ static void pages_hold_enough_blocks(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     size_t bs = hak_bin_size(bin), slices = hak_page_slices_for(bs);
     size_t span = slices * HAK_SLICE_SIZE, blocks = span / bs;
-    UCHECK(slices >= 1 && slices <= HAK_PAGE_MAX_SLICES, "class %zu: %zu slices", bs, slices);
-    UCHECK(blocks >= 4 && blocks <= UINT16_MAX, "class %zu: %zu blocks", bs, blocks);
-    UCHECK((span - blocks * bs) * 8 <= span, "class %zu: page wastes %zu of %zu", bs, span - blocks * bs, span);
+    CHECKF(slices >= 1 && slices <= HAK_PAGE_MAX_SLICES, "class %zu: %zu slices", bs, slices);
+    CHECKF(blocks >= 4 && blocks <= UINT16_MAX, "class %zu: %zu blocks", bs, blocks);
+    CHECKF((span - blocks * bs) * 8 <= span, "class %zu: page wastes %zu of %zu", bs, span - blocks * bs, span);
   }
 }
 
 int main(void) {
-  UCASE(every_size_maps_to_smallest_fitting_class);
-  UCASE(classes_are_aligned_and_increasing);
-  UCASE(waste_is_bounded_above_128_bytes);
-  UCASE(pages_hold_enough_blocks);
+  hak_test_begin("unit_size_classes");
+  RUN_CASE(every_size_maps_to_smallest_fitting_class);
+  RUN_CASE(classes_are_aligned_and_increasing);
+  RUN_CASE(waste_is_bounded_above_128_bytes);
+  RUN_CASE(pages_hold_enough_blocks);
   return 0;
 }

@@ -1,0 +1,75 @@
+/* Every name hakmem exports besides its hak_* API: the C allocation
+ * functions, glibc's and C23's extensions, and every C++ operator new and
+ * delete. Each is an alias of a hak_* function (the same code, not a call
+ * through a wrapper). An alias must stand in the file that defines its
+ * function, so this one list is grouped by that file, and each file expands
+ * its own group at its end: HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE).
+ *
+ * Built with HAKMEM_OVERRIDE=0 (the sanitizer builds, the Rust crate),
+ * hakmem exports only hak_*, beside the C library's malloc. */
+#ifndef HAKMEM_EXPORTS_H
+#define HAKMEM_EXPORTS_H
+
+/* X(return type, exported name, parameters, hak_* function) */
+
+#define HAK_EXPORTS_ALLOC(X)                                                        \
+  X(void *, malloc, (size_t), hak_malloc)                                           \
+  X(void *, calloc, (size_t, size_t), hak_calloc)                                   \
+  X(void *, realloc, (void *, size_t), hak_realloc)                                 \
+  X(void *, reallocarray, (void *, size_t, size_t), hak_reallocarray)               \
+  X(int, posix_memalign, (void **, size_t, size_t), hak_posix_memalign)             \
+  X(void *, aligned_alloc, (size_t, size_t), hak_aligned_alloc)                     \
+  X(void *, memalign, (size_t, size_t), hak_memalign)                               \
+  X(void *, valloc, (size_t), hak_valloc)                                           \
+  X(void *, pvalloc, (size_t), hak_pvalloc)                                         \
+  X(size_t, malloc_usable_size, (void *), hak_malloc_usable_size)                   \
+  /* operator new / new[]: plain, nothrow, aligned, aligned nothrow */             \
+  X(void *, _Znwm, (size_t), hak_new)                                               \
+  X(void *, _Znam, (size_t), hak_new)                                               \
+  X(void *, _ZnwmRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
+  X(void *, _ZnamRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
+  X(void *, _ZnwmSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
+  X(void *, _ZnamSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
+  X(void *, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow) \
+  X(void *, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow)
+
+/* operator delete / delete[] in every form are hak_free: the size and
+ * alignment arguments are not needed (the page knows both) and arrive in
+ * registers hak_free ignores (x86-64 and AArch64 calling conventions), so
+ * the differing prototypes are deliberate. */
+#define HAK_EXPORTS_FREE(X)                                                         \
+  X(void, free, (void *), hak_free)                                                 \
+  X(void, cfree, (void *), hak_free)                                                \
+  X(void, free_sized, (void *, size_t), hak_free_sized)                             \
+  X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)     \
+  X(void, _ZdlPv, (void *), hak_free)                                               \
+  X(void, _ZdaPv, (void *), hak_free)                                               \
+  X(void, _ZdlPvm, (void *, size_t), hak_free)                                      \
+  X(void, _ZdaPvm, (void *, size_t), hak_free)                                      \
+  X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), hak_free)                   \
+  X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), hak_free)                   \
+  X(void, _ZdlPvSt11align_val_t, (void *, size_t), hak_free)                        \
+  X(void, _ZdaPvSt11align_val_t, (void *, size_t), hak_free)                        \
+  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), hak_free)               \
+  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), hak_free)               \
+  X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free) \
+  X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free)
+
+#define HAK_EXPORTS_HEAP(X)                                                         \
+  X(int, malloc_trim, (size_t), hak_malloc_trim)
+
+#define HAK_EXPORTS_STATS(X)                                                        \
+  X(struct mallinfo2, mallinfo2, (void), hak_mallinfo2)                             \
+  X(struct mallinfo, mallinfo, (void), hak_mallinfo)                                \
+  X(void, malloc_stats, (void), hak_stats_print)
+
+#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
+#define HAK_EXPORT_ALIAS(ret, name, params, target) \
+  ret name params __attribute__((alias(#target), visibility("default")));
+#define HAK_DEFINE_EXPORTS(group) \
+  _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS)
+#else
+#define HAK_DEFINE_EXPORTS(group)
+#endif
+
+#endif
