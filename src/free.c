@@ -159,12 +159,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 
 /* The fast path: a block this thread's page handed out, checked exactly
  * (hak_block_check) in one multiply and compare. */
-void hak_free(void *p) {
-#if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
-  hak_secure_free(p);
-  return;
-#endif
-  hak_heap_t *heap = hak_heap_get();
+static inline void free_block(void *p, hak_heap_t *heap) {
   if (hak_unlikely(!hak_segment_is_mapped(p))) {
     if (p != NULL) hak_free_generic(p, heap);
     return;
@@ -177,6 +172,19 @@ void hak_free(void *p) {
   }
   hak_free_generic(p, heap);
 }
+
+void hak_free(void *p) {
+#if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
+  hak_secure_free(p);
+#else
+  free_block(p, hak_heap_get());
+#endif
+}
+
+#if HAKMEM_SECURE
+/* A block leaving the quarantine (checked when it entered) takes the fast path. */
+void hak_free_released(void *p, hak_heap_t *heap) { free_block(p, heap); }
+#endif
 
 /* ------------------------------------------------------------ sized free */
 

@@ -110,7 +110,8 @@ void hak_secure_segment_init(hak_segment_t *seg) {
 /* ------------------------------------------------------------ canary */
 
 #define CANARY_BYTE     0xca
-#define CANARY_PATTERN  64      /* pattern bytes after the request, at most */
+#define CANARY_WORD     0xcacacacacacacacaULL
+#define CANARY_PATTERN  16      /* pattern bytes after the request, at most */
 #define FREED_BYTE      0xdf
 #define FREED_WORD      0xdfdfdfdfdfdfdfdfULL
 
@@ -169,8 +170,14 @@ static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
   if (t.slack > usable - HAK_CANARY_SIZE || t.check != trailer_check(p, t.slack))
     report_overflow(op, p, SIZE_MAX, 0);
   size_t size = usable - HAK_CANARY_SIZE - t.slack;
-  size_t n = t.slack < CANARY_PATTERN ? t.slack : CANARY_PATTERN;
   const uint8_t *pattern = (const uint8_t *)p + size;
+  size_t n = t.slack < CANARY_PATTERN ? t.slack : CANARY_PATTERN;
+  if (hak_likely(n >= 8)) {   /* two (maybe overlapping) words cover the 8 to 16 bytes */
+    uint64_t first, last;
+    memcpy(&first, pattern, 8);
+    memcpy(&last, pattern + n - 8, 8);
+    if (hak_likely(first == CANARY_WORD && last == CANARY_WORD)) return size;
+  }
   for (size_t i = 0; i < n; i++)
     if (hak_unlikely(pattern[i] != CANARY_BYTE)) report_overflow(op, p, size, i);
   return size;
@@ -179,7 +186,7 @@ static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
 /* ------------------------------------------------------------ quarantine */
 
 #define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
-#define QUARANTINE_FILL  4096         /* bytes of each block filled and checked */
+#define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
 
 static uintptr_t quarantine_tag(const void *p) { return (uintptr_t)p ^ (uintptr_t)key() ^ 0x5175617261ULL; }
 
@@ -192,7 +199,15 @@ static bool is_block_start(const hak_block_ref_t *ref, const void *p) {
 /* The live block p is (exactly, see hak_block_find; not in quarantine),
  * its canary checked: its requested size. */
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
-  hak_block_find(op, p, ref);
+  /* The start of a carved block of a one-slice page that is not free: as
+   * hak_block_find would find it, without its division. */
+  const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
+  if (hak_likely(hak_segment_is_mapped(p) && hak_block_check(slice, p) &&
+                 ((const hak_block_t *)p)->free_tag != hak_free_tag(p, slice->page))) {
+    *ref = (hak_block_ref_t){ hak_segment_of(p), slice->page, (hak_block_t *)p, slice->page->block_size };
+  } else {
+    hak_block_find(op, p, ref);
+  }
   if (is_block_start(ref, p) && ((const uintptr_t *)p)[1] == quarantine_tag(p))
     hak_report_freed(op, p, "it is in quarantine");
   return canary_check(op, p, ref->usable);
@@ -205,19 +220,24 @@ static void quarantine_fill(void *p, size_t usable) {
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported. */
+static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
+  const uint64_t *w = p;
+  size_t i = 0;
+  while (i + 1 < fill / 8 && w[i] == (i == 1 ? quarantine_tag(p) : FREED_WORD)) i++;
+  hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
+}
+
 static void quarantine_release(hak_heap_t *heap, void *p, size_t usable) {
   size_t fill = usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL;
   const uint64_t *w = p;
-  for (size_t i = 0; i < fill / 8; i++) {
-    uint64_t want = i == 1 ? quarantine_tag(p) : FREED_WORD;
-    if (hak_unlikely(w[i] != want))
-      hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
-  }
+  uint64_t diff = (w[0] ^ FREED_WORD) | (w[1] ^ quarantine_tag(p));
+  for (size_t i = 2; i < fill / 8; i++) diff |= w[i] ^ FREED_WORD;
+  if (hak_unlikely(diff != 0)) report_use_after_free(p, fill);
   /* Not a quarantine tag any more: a large block's memory is handed out
    * again as it is (page blocks get their free tag). */
   if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
   else ((uintptr_t *)p)[1] = 0;
-  hak_free_generic(p, heap);
+  hak_free_released(p, heap);
 }
 
 static void quarantine_evict(hak_heap_t *heap) {
