@@ -15,8 +15,8 @@ uintptr_t hak_tag_secret;
  *
  * fork() in a multi-threaded process: hold every allocator lock across it,
  * so the child never inherits a lock held by a thread that does not exist
- * there. Taken in the order the allocator nests them: report, heaps,
- * exited counters, reclaim, arenas, huge cache and giant list.
+ * there. Taken in the order the allocator nests them: report, exit heap,
+ * heaps, reclaim, arenas, huge cache and giant list.
  *
  * Two other locks order against ours:
  * - stdio's list lock, which glibc's fork takes itself, but only after the
@@ -56,7 +56,6 @@ static void fork_prepare(void) {
   if (_IO_list_lock) _IO_list_lock();
   hak_stats_fork_prepare();
   hak_heaps_fork_prepare();
-  hak_stats_fork_exited_prepare();
   hak_reclaim_fork_prepare();
   hak_segments_fork_prepare();
   hak_huge_fork_prepare();
@@ -66,7 +65,6 @@ static void fork_parent(void) {
   hak_huge_fork_parent();
   hak_segments_fork_parent();
   hak_reclaim_fork_parent();
-  hak_stats_fork_exited_parent();
   hak_heaps_fork_parent();
   hak_stats_fork_parent();
   if (_IO_list_unlock) _IO_list_unlock();
