@@ -94,7 +94,13 @@ void hak_process_init(void) {
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  /* Without the handlers, a child forked while another thread holds an
+   * allocator lock inherits it held: the child may deadlock. Nothing else
+   * changes; say so once. */
+  int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (err != 0)
+    hak_message("hakmem: warning: pthread_atfork failed (error %d): a child forked while other threads "
+                "allocate may deadlock\n", err);
   hak_verbose("hakmem: ready (%u arenas, purge delay %ld ms)\n",
               hak_arena_count(), hak_option(HAK_OPT_PURGE_DELAY));
 }
