@@ -23,7 +23,9 @@ static _Atomic(bool) heap_key_ready;
  * heap made for it then might never be given up, since no round may be left
  * to run our destructor again. So from then on the thread borrows the exit
  * heap, one heap shared under a lock, never given up. Its pages, like any,
- * take frees from every thread through xthread_free. */
+ * take frees from every thread through xthread_free. (Left out: a thread
+ * whose first allocation of all comes in the last round, after our key,
+ * still unset, was passed over. Its heap is registered too late, and kept.) */
 static __thread bool thread_heap_given_up;
 static pthread_mutex_t exit_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
 /* Page-aligned like every heap: page->owner keeps flags in the low bits. */

@@ -229,11 +229,11 @@ static inline uintptr_t hak_page_owner(const hak_page_t *page) {
 }
 
 /* page->used has one writer (the owner) and is read by the census of other
- * threads, so it is _Atomic and every access relaxed. The fast paths count
- * with one add or subtract on memory: with a single writer that is exactly
- * a relaxed load and store, fused (compiled as two loads and a store, the
- * relaxed pair costs malloc and free 2-3 instructions each). ThreadSanitizer
- * sees the C form. */
+ * threads, so it is _Atomic and every access relaxed. On x86-64 the fast
+ * paths count with one add or subtract on memory: with a single writer that
+ * is exactly a relaxed load and store, fused. (Written in C, GCC emits the
+ * pair as a load, an add and a store: 2-3 more instructions in each of
+ * malloc and free.) ThreadSanitizer builds use the C form, which it sees. */
 #if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
 static inline void hak_page_used_inc(hak_page_t *page) {
   __asm__("addw $1, %0" : "+m"(*(uint16_t *)&page->used));
