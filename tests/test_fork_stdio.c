@@ -86,7 +86,7 @@ static void fork_against_getline_and_fflush(void)
 
     /* Bounded by time, not count: on a loaded machine fewer forks run. */
     size_t forks = 0;
-    double until = hak_now_ms() + (double)hak_scale(3000, 30000);
+    double until = hak_now_ms() + (double)hak_scale(2000, 30000);
     while (hak_now_ms() < until || forks < 20) {
         pid_t pid = fork();
         CHECK(pid >= 0);
