@@ -8,11 +8,16 @@ need() { dpkg -s "$1" >/dev/null 2>&1 || want="$want $1"; }
 need cmake; need make; need gcc; need g++; need python3; need git; need coreutils
 if [ "$1" = bench ]; then
   need libmimalloc2.0; need libjemalloc2; need libtcmalloc-minimal4
-  need valgrind; need time; need redis-server; need redis-tools
+  need valgrind; need time; need redis-server; need redis-tools; need sqlite3
+  # pip fetches mimalloc 3 (bench/mimalloc3.py); Debian only has 2.x.
+  python3 -m pip --version >/dev/null 2>&1 || need python3-pip
 fi
-[ -z "$want" ] && exit 0
-
-echo "hakmem: installing missing packages:$want" >&2
-SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $want >/dev/null
+if [ -n "$want" ]; then
+  echo "hakmem: installing missing packages:$want" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $want >/dev/null
+fi
+if [ "$1" = bench ]; then
+  python3 "$(dirname "$0")/../bench/mimalloc3.py" install
+fi
