@@ -4,7 +4,7 @@ against its peers. See bench/README.md.
 
     python3 bench/run.py [--quick] [--repeats N] [--only NAME,...]
                          [--allocators NAME,...] [--seed N] [--build DIR]
-                         [--save-baseline] [--no-baseline-check]
+                         [--save-baseline] [--baseline FILE] [--no-baseline-check]
 """
 import argparse
 import json
@@ -99,14 +99,14 @@ WORKLOADS = [
     Workload("threads-8", "the same with 8 threads", larson_threads(8, 8 << 20), larson_threads(8, 2 << 20)),
     Workload("threads-16", "the same with 16 threads", larson_threads(16, 8 << 20), larson_threads(16, 2 << 20)),
     Workload("mpmc", "3 producers -> 2 consumers through one queue, 16 B-16 KiB: every free cross-thread, from several threads per page",
-             ["mpmc", "--producers=3", "--consumers=2", "--objects=1M"],
-             ["mpmc", "--producers=3", "--consumers=2", "--objects=300K"]),
+             ["mpmc", "--producers=3", "--consumers=2", "--objects=2M"],
+             ["mpmc", "--producers=3", "--consumers=2", "--objects=500K"]),
     Workload("exchange", "4 threads in rounds each free the blocks another allocated (8 B-16 KiB) while allocating: remote-free heavy",
-             ["exchange", "--threads=4", "--blocks=2000", "--rounds=100"],
-             ["exchange", "--threads=4", "--blocks=2000", "--rounds=30"]),
+             ["exchange", "--threads=4", "--blocks=2000", "--rounds=300"],
+             ["exchange", "--threads=4", "--blocks=2000", "--rounds=75"]),
     Workload("respawn", "generations of 4 threads, each freeing the long-lived blocks its exited predecessor left: abandoned heaps, RSS",
-             ["respawn", "--threads=4", "--generations=60"],
-             ["respawn", "--threads=4", "--generations=20"]),
+             ["respawn", "--threads=4", "--generations=120"],
+             ["respawn", "--threads=4", "--generations=30"]),
     Workload("bigchurn", "20 live calloc'd blocks of 5-25 MiB, one replaced per op: large spans, reuse vs fresh zero pages",
              ["bigchurn", "--ops=100"],
              ["bigchurn", "--ops=30"]),
@@ -114,16 +114,16 @@ WORKLOADS = [
              ["realloc", "--step=0", "--buffers=4", "--start=256K", "--factor=130", "--max=80M", "--rounds=2"],
              ["realloc", "--step=0", "--buffers=4", "--start=256K", "--factor=130", "--max=48M", "--rounds=1"]),
     Workload("alignmix", "malloc / calloc (every byte checked zero) / posix_memalign, aligned_alloc, memalign to 64 KiB, 8 B-32 KiB",
-             ["alignmix", "--ops=2M"],
-             ["alignmix", "--ops=500K"]),
+             ["alignmix", "--ops=4M"],
+             ["alignmix", "--ops=1M"]),
     Workload("sizeddel", "C++ Larson server, 2 threads, operator new / sized operator delete(p, n), 8 B-1 KiB",
-             ["sizeddel", "--rounds=100"],
-             ["sizeddel", "--rounds=30"]),
-    Workload("leak", "random alloc/free of 16 B-16 KiB where 1 in 8 blocks is leaked, to 96 MiB (quick: 32): memory pinned by never-freed blocks",
-             ["leak", "--leak=96M"],
-             ["leak", "--leak=32M"]),
+             ["sizeddel", "--rounds=400"],
+             ["sizeddel", "--rounds=100"]),
+    Workload("leak", "random alloc/free of 16 B-16 KiB where 1 in 32 blocks is leaked, to 96 MiB (quick: 32): memory pinned by never-freed blocks",
+             ["leak", "--leak=96M", "--leak_every=32"],
+             ["leak", "--leak=32M", "--leak_every=32"]),
     Workload("sqlite", "sqlite3 shell, in-memory database: generated table, index, update, delete, sort, group; output checked",
-             [40000], [15000], sqlite=True),
+             [80000], [20000], sqlite=True),
 ]
 
 
@@ -358,14 +358,14 @@ def print_summary(summ, best_by_workload, total_workloads):
         print(f"hakmem > 1.05x the best peer in {label}: {names}")
 
 
-def check_baseline(result, workloads, allocators, repeats, rng, ctx):
+def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     """Judges each workload against the baseline like compare.py; a flagged
     workload is measured again and counts only if the re-run is flagged
     too. Returns the record stored in the result (None if no check)."""
-    if not BASELINE.exists():
-        print(f"\nno baseline ({BASELINE.relative_to(ROOT)}): no regression check")
+    if not baseline.exists():
+        print(f"\nno baseline ({baseline}): no regression check")
         return None
-    base = compare.load(BASELINE)
+    base = compare.load(baseline)
     if base.get("mode") != result["mode"]:
         print(f"\nthe baseline is a {base.get('mode')} run and this a {result['mode']} one: no regression check")
         return None
@@ -410,6 +410,7 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build"), help="CMake build directory (default build/)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds before a run counts as hung")
     ap.add_argument("--save-baseline", action="store_true", help=f"also copy the result to {BASELINE.relative_to(ROOT)}")
+    ap.add_argument("--baseline", default=str(BASELINE), help=f"result to judge the run against (default {BASELINE.relative_to(ROOT)})")
     ap.add_argument("--no-baseline-check", action="store_true", help="do not judge the run against the baseline")
     args = ap.parse_args()
     repeats = args.repeats or (2 if args.quick else 5)
@@ -471,7 +472,7 @@ def main():
                              "time": w.time_metric or "wall"} for w in workloads],
               "verify": verify, "footprint_kb": ctx.footprint,
               "runs": runs, "medians": medians, "ratios": ratios, "best_peer": best, "summary": summ}
-    check = None if args.no_baseline_check else check_baseline(result, workloads, allocators, repeats, rng, ctx)
+    check = None if args.no_baseline_check else check_baseline(Path(args.baseline), result, workloads, allocators, repeats, rng, ctx)
     result["baseline_check"] = check
     result["conditions"] = {
         "seed": args.seed, "orders": orders, "warmup": warmups,
