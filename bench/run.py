@@ -5,6 +5,7 @@ against its peers. See bench/README.md.
     python3 bench/run.py [--quick] [--repeats N] [--only NAME,...]
                          [--allocators NAME,...] [--seed N] [--build DIR]
                          [--save-baseline] [--baseline FILE] [--no-baseline-check]
+                         [--keep-unverified]
 """
 import argparse
 import json
@@ -412,6 +413,8 @@ def main():
     ap.add_argument("--save-baseline", action="store_true", help=f"also copy the result to {BASELINE.relative_to(ROOT)}")
     ap.add_argument("--baseline", default=str(BASELINE), help=f"result to judge the run against (default {BASELINE.relative_to(ROOT)})")
     ap.add_argument("--no-baseline-check", action="store_true", help="do not judge the run against the baseline")
+    ap.add_argument("--keep-unverified", action="store_true",
+                    help="keep a peer that failed the verification pass (default: left out)")
     args = ap.parse_args()
     repeats = args.repeats or (2 if args.quick else 5)
 
@@ -449,6 +452,15 @@ def main():
     ctx = Context(launcher, bench_bin, args.timeout, args.quick, scratch.name, {})
     ctx.footprint = footprints(allocators, ctx)
     verify = verification(allocators, ctx)
+    # A peer that hands out wrong memory is no reference: it is left out
+    # (hakmem never is: its failure is a FAIL of the run).
+    excluded = {a.name: verify[a.name]["stderr"].strip()[-300:] for a in allocators
+                if a.name != "hakmem" and verify[a.name]["status"] != "ok" and not args.keep_unverified}
+    for name, why in excluded.items():
+        print(f"note: {name} failed the verification pass and is left out of the comparison "
+              f"(--keep-unverified keeps it): {why}", file=sys.stderr)
+    allocators = [a for a in allocators if a.name not in excluded]
+    ctx.footprint = {a.name: ctx.footprint[a.name] for a in allocators}
 
     runs, medians, ratios, best, orders, warmups = [], {}, {}, {}, {}, {}
     for w in workloads:
@@ -462,6 +474,8 @@ def main():
     peers = [a.name for a in allocators if a.name != "hakmem"]
     summ = summary(ratios, {w: b for w, b in best.items() if b}, peers)
     print_summary(summ, {w: b for w, b in best.items() if b}, len(workloads))
+    for name, why in excluded.items():
+        print(f"left out: {name}, which failed the verification pass: {why}")
 
     commit = benchlib.git_commit()
     result = {"machine": benchlib.machine_info(), "commit": commit, "date": benchlib.now_stamp(),
@@ -470,7 +484,7 @@ def main():
               "workloads": [{"name": w.name, "about": w.about, "metrics": list(w.metrics),
                              "argv": w.quick if args.quick else w.full, "env": w.env,
                              "time": w.time_metric or "wall"} for w in workloads],
-              "verify": verify, "footprint_kb": ctx.footprint,
+              "verify": verify, "excluded": excluded, "footprint_kb": ctx.footprint,
               "runs": runs, "medians": medians, "ratios": ratios, "best_peer": best, "summary": summ}
     check = None if args.no_baseline_check else check_baseline(Path(args.baseline), result, workloads, allocators, repeats, rng, ctx)
     result["baseline_check"] = check
@@ -498,7 +512,8 @@ def main():
         BASELINE.parent.mkdir(exist_ok=True)
         shutil.copyfile(json_path, BASELINE)
         print(f"baseline: {BASELINE.relative_to(ROOT)}")
-    failed = sum(1 for r in runs if r["status"] != "ok") + sum(1 for v in verify.values() if v["status"] != "ok")
+    failed = (sum(1 for r in runs if r["status"] != "ok")
+              + sum(1 for a, v in verify.items() if v["status"] != "ok" and a not in excluded))
     if failed:
         print(f"{failed} failed run(s)", file=sys.stderr)
     if check and check["confirmed"]:
