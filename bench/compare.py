@@ -29,7 +29,6 @@ bench/results/.
 """
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
