@@ -5,7 +5,8 @@ of hakmem.
 
 It fails closed (exit 2, listing every problem) when the runs cannot be
 compared in full: a quick run against a full one, an unknown --ref, an
-allocator or workload present in one run only, a FAIL in either run (any
+allocator or workload present in one run only, a workload run with other
+arguments, a FAIL in either run (any
 allocator, any workload, or the verification pass of a compared allocator),
 or a measure (time,
 peak RSS, heap RSS, a workload's own metric) missing from any run.
@@ -64,6 +65,11 @@ def workload_metrics(result):
     return out
 
 
+def workload_argv(result):
+    """{workload: the program and arguments it ran with, or None}."""
+    return {w["name"]: w.get("argv") for w in result.get("workloads", [])}
+
+
 def run_value(run, measure):
     """One raw run's value of a measure, or None if the run lacks it."""
     if measure == "time":
@@ -115,6 +121,14 @@ def problems(old, new, ref, labels=("OLD", "NEW")):
                 found.append(f"{label}: verification pass FAILed under {a}: {v.get('stderr', '').strip()[-200:]}")
 
     common = sorted(names[labels[0]] & names[labels[1]])
+    argvs = {label: workload_argv(r) for label, r in sides}
+    for label, _ in sides:
+        if any(argvs[label].get(w) is None for w in common):
+            found.append(f"{label} does not record the workloads' arguments (made before they were recorded)")
+    for w in common:
+        a_old, a_new = argvs[labels[0]].get(w), argvs[labels[1]].get(w)
+        if a_old is not None and a_new is not None and a_old != a_new:
+            found.append(f"workload {w} ran with other arguments: {labels[0]} {a_old}, {labels[1]} {a_new}")
     missing = {}  # (label, measure) -> workloads lacking it
     for label, r in sides:
         for w in common:

@@ -370,13 +370,16 @@ def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     if base.get("mode") != result["mode"]:
         print(f"\nthe baseline is a {base.get('mode')} run and this a {result['mode']} one: no regression check")
         return None
-    names = [w.name for w in workloads]
+    # Only workloads that ran with the same arguments (sizes) as in the baseline.
+    base_argv, argv = compare.workload_argv(base), compare.workload_argv(result)
+    names = [w.name for w in workloads if base_argv.get(w.name) is not None and base_argv[w.name] == argv[w.name]]
     rows, geo = compare.judge(base, result, "glibc", workloads=names)
     flagged = sorted({row[0] for row in rows if row[-1] == "REGRESSION"})
     compared = sorted({row[0] for row in rows})
     print(f"\nAgainst the baseline ({base.get('commit')}; hakmem / glibc paired by round, "
           f"threshold the larger of 10% and the spread): {len(compared)} workloads compared"
-          + (f"; not in the baseline: {', '.join(n for n in names if n not in compared)}" if len(compared) < len(names) else ""))
+          + (f"; not comparable (absent from the baseline, other arguments, or no hakmem/glibc data): "
+             f"{', '.join(w.name for w in workloads if w.name not in compared)}" if len(compared) < len(workloads) else ""))
     for m, g, n, verdict in geo:
         print(f"  geomean change {m:<9} {g:6.3f} over {n} workloads  {verdict}")
     rerun = {}

@@ -40,7 +40,8 @@ def result(mode="full", hakmem_time=None, jitter=None):
                              "metrics": {m: 5000.0 + ai for m in metrics}, "stderr": ""})
     return {"commit": "test", "mode": mode, "repeats": 5,
             "allocators": {a: "" if a == "glibc" else f"/lib/{a}.so" for a in ALLOCATORS},
-            "workloads": [{"name": w, "metrics": m} for w, m in WORKLOADS.items()],
+            "workloads": [{"name": w, "metrics": m, "argv": [w, f"--size={'4' if mode == 'quick' else '16'}"]}
+                          for w, m in WORKLOADS.items()],
             "verify": {a: {"status": "ok", "exit_code": 0, "stderr": ""} for a in ALLOCATORS},
             "runs": runs}
 
@@ -112,6 +113,11 @@ class FailsClosed(unittest.TestCase):
         del run["metrics"]["rss_after_free_kb"]
         self.assertIncomparable(result(), new, "NEW lacks the measure rss_after_free_kb in memreturn")
 
+    def test_workload_run_with_other_arguments(self):
+        new = result()
+        new["workloads"][0]["argv"] = ["alpha", "--size=32"]
+        self.assertIncomparable(result(), new, "workload alpha ran with other arguments")
+
     def test_unknown_ref(self):
         self.assertIncomparable(result(), result(), "unknown --ref jemalloc", args=("--ref", "jemalloc"))
 
@@ -125,7 +131,8 @@ class FailsClosed(unittest.TestCase):
             del r["heap_rss_kb"], r["time_s"]  # time falls back to wall_s
         old["workloads"] = [{"name": w["name"], "metric": (w["metrics"] or [""])[0]} for w in old["workloads"]]
         self.assertIncomparable(old, result(), "OLD has no verification pass record",
-                                "OLD lacks the measure heap_rss in every common workload")
+                                "OLD lacks the measure heap_rss in every common workload",
+                                "OLD does not record the workloads' arguments")
 
     def test_missing_old_file(self):
         run = subprocess.run([sys.executable, str(COMPARE), "/nonexistent/old.json", "/nonexistent/new.json"],
