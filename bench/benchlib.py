@@ -3,6 +3,7 @@ allocator discovery, running one process under an allocator, statistics and
 the ratio bands of the report."""
 import math
 import os
+import re
 import platform
 import signal
 import statistics
@@ -14,22 +15,43 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import mimalloc3
+
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 
-# (name, Debian package, shared object) of each peer allocator.
+# (name, Debian package, shared object) of each peer allocator; mimalloc3
+# comes from PyPI instead (mimalloc3.py).
 PEERS = [
     ("mimalloc", "libmimalloc2.0", "libmimalloc.so.2"),
+    ("mimalloc3", None, mimalloc3.SONAME),
     ("jemalloc", "libjemalloc2", "libjemalloc.so.2"),
     ("tcmalloc", "libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
 ]
 ALLOCATOR_ORDER = ["glibc", "hakmem"] + [name for name, _, _ in PEERS]
+
+# Environment variables that tune an allocator: removed from every run's
+# environment (names ending in "_" are prefixes). launch.c scrubs the same
+# list again in the child, so a caller's setting cannot reach a workload.
+SCRUBBED = ["HAKMEM_", "MIMALLOC_", "TCMALLOC_", "JEMALLOC_", "MALLOC_", "LD_PRELOAD", "GLIBC_TUNABLES",
+            "_RJEM_MALLOC_CONF"]
+
+
+def scrubbed(name):
+    return any(name.startswith(s) if s.endswith("_") else name == s for s in SCRUBBED)
+
+
+def clean_env():
+    """os.environ without the scrubbed variables, and the names removed."""
+    removed = sorted(k for k in os.environ if scrubbed(k))
+    return {k: v for k, v in os.environ.items() if not scrubbed(k)}, removed
 
 
 @dataclass
 class Allocator:
     name: str
     preload: str  # path for LD_PRELOAD, "" for glibc
+    version: str = ""
 
 
 def find_library(package, soname):
@@ -50,19 +72,46 @@ def find_library(package, soname):
 
 def find_allocators(build_dir, note=print):
     """The allocators available here, in report order; notes the missing."""
-    found = [Allocator("glibc", "")]
+    found = [Allocator("glibc", "", package_version("libc6"))]
     hakmem = Path(build_dir) / "libhakmem.so"
     if hakmem.exists():
-        found.append(Allocator("hakmem", str(hakmem)))
+        found.append(Allocator("hakmem", str(hakmem), git_commit()))
     else:
         note(f"note: {hakmem} not found (run `make build`); hakmem is left out")
     for name, package, soname in PEERS:
-        path = find_library(package, soname)
-        if path:
-            found.append(Allocator(name, path))
+        if package is None:
+            path, version, source = mimalloc3.path(), mimalloc3.VERSION, "PyPI cmeel-mimalloc"
         else:
-            note(f"note: {name} ({soname}, package {package}) not installed; left out (`make bench-deps`)")
+            path, version, source = find_library(package, soname), package_version(package), f"package {package}"
+        if path:
+            found.append(Allocator(name, path, version))
+        else:
+            note(f"note: {name} ({soname}, {source}) not installed; left out (`make bench-deps`)")
     return found
+
+
+def package_version(package):
+    try:
+        q = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+        return q.stdout.strip() if q.returncode == 0 else "unknown"
+    except FileNotFoundError:
+        return "unknown"  # not a dpkg system
+
+
+def build_type(build_dir):
+    """CMAKE_BUILD_TYPE of the build directory hakmem came from."""
+    try:
+        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", (Path(build_dir) / "CMakeCache.txt").read_text(), re.M)
+        return m.group(1) if m else "unknown"
+    except OSError:
+        return "unknown"
+
+
+def load_average():
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:
+        return None
 
 
 def glibc_path():
@@ -78,6 +127,7 @@ class Outcome:
     maxrss_kb: int
     metrics: dict      # numbers the program reported, e.g. rss_after_free_kb
     stderr: str
+    stdout: str = ""
 
 
 class Launched:
@@ -89,7 +139,7 @@ class Launched:
         os.close(fd)
         self.proc = subprocess.Popen([str(launcher), self.report, preload] + [str(a) for a in argv],
                                      stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+                                     env={**clean_env()[0], **(env or {})}, start_new_session=True)
 
     def stop(self):
         """Asks the program to exit (SIGTERM, forwarded by the launcher)."""
@@ -112,10 +162,10 @@ class Launched:
         os.unlink(self.report)
         metrics = parse_metrics(out or "")
         if not fields:  # the launcher itself was killed
-            return Outcome("timeout", -1, float(timeout), 0, metrics, err or "")
+            return Outcome("timeout", -1, float(timeout), 0, metrics, err or "", out or "")
         code = int(fields["exit"])
         return Outcome("ok" if code == 0 else "fail", code, float(fields["wall_s"]),
-                       int(fields["maxrss_kb"]), metrics, err or "")
+                       int(fields["maxrss_kb"]), metrics, err or "", out or "")
 
 
 def parse_metrics(text):
@@ -169,12 +219,16 @@ def machine_info():
 
 
 def git_commit():
+    """HEAD's short hash, with "-dirty" if any file differs from it,
+    untracked files included; result files (bench/results/) do not count,
+    since runs leave them there untracked."""
     def git(*args):
         return subprocess.run(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True)
     head = git("rev-parse", "--short", "HEAD")
     commit = head.stdout.strip() if head.returncode == 0 else "nocommit"
-    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
-    return commit + ("-dirty" if dirty else "")
+    changed = [line for line in git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()
+               if not line[3:].startswith("bench/results/")]
+    return commit + ("-dirty" if changed else "")
 
 
 def progress(text):

@@ -9,7 +9,9 @@
 #ifndef BENCH_COMMON_H
 #define BENCH_COMMON_H
 
+#ifndef _GNU_SOURCE /* g++ defines it */
 #define _GNU_SOURCE
+#endif
 #include <pthread.h>
 #include <math.h>
 #include <stdint.h>
@@ -97,7 +99,8 @@ static inline uint64_t mix64(uint64_t z)
 
 static inline rng_t rng_seed(uint64_t seed, uint64_t stream)
 {
-    return (rng_t){ mix64(seed * 0x9e3779b97f4a7c15ULL + stream) };
+    rng_t r = { mix64(seed * 0x9e3779b97f4a7c15ULL + stream) };
+    return r;
 }
 
 static inline uint64_t rng_next(rng_t *r)
@@ -137,7 +140,7 @@ static inline uint64_t stamp_word(uint64_t key, size_t off) { return key ^ (off 
 
 static inline void stamp(void *p, size_t size, uint64_t key)
 {
-    unsigned char *b = p;
+    unsigned char *b = (unsigned char *)p;
     if (size < 8) {
         for (size_t i = 0; i < size; i++) b[i] = (unsigned char)(key >> (8 * i));
         return;
@@ -150,9 +153,21 @@ static inline void stamp(void *p, size_t size, uint64_t key)
     memcpy(b + size - 8, &w, 8);
 }
 
+/* Sparse check that a calloc'd block is zero at every word stamp() writes,
+ * so a dirty recycled block shows before the program stamps it. */
+static inline void check_zero(const void *p, size_t size)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t off = 0; off < size; off += 4096)
+        for (size_t i = off; i < off + 8 && i < size; i++)
+            if (b[i]) die("calloc'd block %p (size %zu) not zero at byte %zu", p, size, i);
+    for (size_t i = size > 8 ? size - 8 : 0; i < size; i++)
+        if (b[i]) die("calloc'd block %p (size %zu) not zero at byte %zu", p, size, i);
+}
+
 static inline void check(const void *p, size_t size, uint64_t key)
 {
-    const unsigned char *b = p;
+    const unsigned char *b = (const unsigned char *)p;
     if (size < 8) {
         for (size_t i = 0; i < size; i++)
             if (b[i] != (unsigned char)(key >> (8 * i)))
@@ -196,7 +211,7 @@ static inline void block_free(block_t *b)
 /* Runs fn on n threads, thread i getting (char *)args + i * stride, and joins. */
 static inline void run_threads(int n, void *(*fn)(void *), void *args, size_t stride)
 {
-    pthread_t *tids = xmalloc(sizeof *tids * (size_t)n);
+    pthread_t *tids = (pthread_t *)xmalloc(sizeof *tids * (size_t)n);
     for (int i = 0; i < n; i++)
         if (pthread_create(&tids[i], NULL, fn, (char *)args + (size_t)i * stride))
             die("pthread_create failed");

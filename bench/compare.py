@@ -1,29 +1,46 @@
 #!/usr/bin/env python3
-"""Compares two result files of bench/run.py workload by workload and exits
-1 if hakmem regressed beyond the threshold in any of them.
+"""Compares two result files of bench/run.py and exits non-zero unless the
+new run is complete, comparable with the old one and shows no regression
+of hakmem.
 
-The primary measure is hakmem's ratio to a reference peer measured in the
-same run (default glibc), so a slower or faster machine cancels out; the
-absolute change of hakmem's own median is shown beside it for information.
-Time, peak RSS and each workload's own metric (rss_after_free_kb,
-requests_per_s) are compared. A workload missing from the new run counts as
-a regression; a new run without hakmem is an error.
+It fails closed (exit 2, listing every problem) when the runs cannot be
+compared in full: a quick run against a full one, an unknown --ref, an
+allocator or workload present in one run only, a workload run with other
+arguments, a FAIL in either run (any
+allocator, any workload, or the verification pass of a compared allocator),
+or a measure (time,
+peak RSS, heap RSS, a workload's own metric) missing from any run.
 
-    python3 bench/compare.py [OLD.json [NEW.json]] [--threshold 0.10] [--ref glibc]
+Each workload is judged on hakmem's ratio to a reference peer measured in
+the same run (default glibc), round by round: the runner runs every
+allocator once per round, so the ratio of hakmem's run to the peer's run of
+the same round cancels machine speed and drift. The median of those paired
+ratios is compared, new / old. The threshold is each workload's own noise:
+the larger of --threshold (10%) and the spread (max - min) / median of its
+paired ratios in either run. Besides, the geometric mean of the changes
+over all workloads must stay within --geomean-threshold (5%) for time, peak
+RSS and heap RSS, so a uniform small slowdown cannot pass. A regression
+exits 1.
+
+    python3 bench/compare.py [OLD.json [NEW.json]] [--threshold 0.10]
+                             [--geomean-threshold 0.05] [--ref glibc]
 
 OLD defaults to bench/baselines/baseline.json, NEW to the newest file in
 bench/results/.
 """
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
-from benchlib import BENCH_DIR
+from benchlib import BENCH_DIR, geomean
 
-MEASURES = [("time", "time_s"), ("rss", "rss_kb")]
-# A workload's own metric, and whether more of it is better.
-HIGHER_IS_BETTER = {"requests_per_s": True, "rss_after_free_kb": False}
+# Measures every workload has: name -> key in a raw run.
+BASE_MEASURES = {"time": "time_s", "rss": "maxrss_kb", "heap_rss": "heap_rss_kb"}
+GEOMEAN_MEASURES = ["time", "rss", "heap_rss"]
+# A workload's own metric, and whether more of it is better (else less is).
+HIGHER_IS_BETTER = {"requests_per_s"}
 
 
 def load(path):
@@ -37,81 +54,202 @@ def newest_result():
     return files[-1]
 
 
-def value(median, measure):
-    """A median's time_s / rss_kb, or one of its workload metrics."""
-    return median[measure] if measure in median else median.get("metrics", {}).get(measure)
+def workload_metrics(result):
+    """{workload: [its own metrics]}; older results name one as "metric"."""
+    out = {}
+    for w in result.get("workloads", []):
+        metrics = w.get("metrics")
+        if metrics is None:
+            metrics = [w["metric"]] if w.get("metric") else []
+        out[w["name"]] = list(metrics)
+    return out
 
 
-def hakmem_ratio(result, workload, ref, measure):
-    """hakmem / ref for one measure, oriented so that above 1 is worse for
-    hakmem; None when either is missing, failed or zero."""
-    m = result["medians"].get(workload, {})
-    hak, peer = m.get("hakmem"), m.get(ref)
-    if not hak or not peer or hak["failed"] or peer["failed"]:
-        return None
-    h, p = value(hak, measure), value(peer, measure)
-    if not h or not p:
-        return None
-    return p / h if HIGHER_IS_BETTER.get(measure) else h / p
+def workload_argv(result):
+    """{workload: the program and arguments it ran with, or None}."""
+    return {w["name"]: w.get("argv") for w in result.get("workloads", [])}
 
 
-def main():
+def run_value(run, measure):
+    """One raw run's value of a measure, or None if the run lacks it."""
+    if measure == "time":
+        # time_s is the timed part (wall time unless the workload reports
+        # its own); results from before it existed only have wall_s.
+        return run.get("time_s", run.get("wall_s"))
+    if measure in BASE_MEASURES:
+        return run.get(BASE_MEASURES[measure])
+    return run.get("metrics", {}).get(measure)
+
+
+def runs_of(result, workload, allocator):
+    return [r for r in result.get("runs", []) if r["workload"] == workload and r["allocator"] == allocator]
+
+
+def problems(old, new, ref, labels=("OLD", "NEW")):
+    """Everything that keeps the two runs from being compared in full, as
+    sentences; empty if they can be."""
+    found = []
+    sides = list(zip(labels, (old, new)))
+    if old.get("mode") != new.get("mode"):
+        found.append(f"{labels[0]} is a {old.get('mode')} run and {labels[1]} a {new.get('mode')} run: "
+                     "sizes differ, so ratios are not comparable")
+    allocs = {label: set(r.get("allocators", {})) for label, r in sides}
+    for label, r in sides:
+        for name in ("hakmem", ref):
+            if name not in allocs[label]:
+                what = "unknown --ref" if name == ref and name != "hakmem" else "no"
+                found.append(f"{label} has {what} {name} (its allocators: {', '.join(sorted(allocs[label]))})")
+    for a in sorted(allocs[labels[0]] ^ allocs[labels[1]]):
+        missing_in = labels[1] if a in allocs[labels[0]] else labels[0]
+        found.append(f"allocator {a} is absent from {missing_in}")
+
+    specs = {label: workload_metrics(r) for label, r in sides}
+    names = {label: set(specs[label]) for label, _ in sides}
+    for w in sorted(names[labels[0]] ^ names[labels[1]]):
+        missing_in = labels[1] if w in names[labels[0]] else labels[0]
+        found.append(f"workload {w} is absent from {missing_in}")
+
+    for label, r in sides:
+        verify = r.get("verify")
+        if verify is None:
+            found.append(f"{label} has no verification pass record (made before the pass existed)")
+            continue
+        for a, v in sorted(verify.items()):
+            # A peer run.py left out for failing the pass is not compared (if
+            # only one run left it out, the allocator check above says so).
+            if v.get("status") != "ok" and a in allocs[label]:
+                found.append(f"{label}: verification pass FAILed under {a}: {v.get('stderr', '').strip()[-200:]}")
+
+    common = sorted(names[labels[0]] & names[labels[1]])
+    argvs = {label: workload_argv(r) for label, r in sides}
+    for label, _ in sides:
+        if any(argvs[label].get(w) is None for w in common):
+            found.append(f"{label} does not record the workloads' arguments (made before they were recorded)")
+    for w in common:
+        a_old, a_new = argvs[labels[0]].get(w), argvs[labels[1]].get(w)
+        if a_old is not None and a_new is not None and a_old != a_new:
+            found.append(f"workload {w} ran with other arguments: {labels[0]} {a_old}, {labels[1]} {a_new}")
+    missing = {}  # (label, measure) -> workloads lacking it
+    for label, r in sides:
+        for w in common:
+            measures = list(BASE_MEASURES) + sorted(set(specs[labels[0]][w]) | set(specs[labels[1]][w]))
+            for a in sorted(allocs[label]):
+                mine = runs_of(r, w, a)
+                if not mine:
+                    found.append(f"{label}: {w} has no runs under {a}")
+                    continue
+                failed = [x for x in mine if x.get("status") != "ok"]
+                if failed:
+                    found.append(f"{label}: {w} FAILed under {a} ({len(failed)} of {len(mine)} runs, "
+                                 f"{failed[0].get('status')}, exit {failed[0].get('exit_code')})")
+                    continue
+                for m in measures:
+                    if any(run_value(x, m) is None for x in mine):
+                        missing.setdefault((label, m), set()).add(w)
+    for (label, m), ws in sorted(missing.items()):
+        which = "every common workload" if len(ws) == len(common) else ", ".join(sorted(ws))
+        found.append(f"{label} lacks the measure {m} in {which}")
+    return found
+
+
+def paired_ratios(result, workload, ref, measure):
+    """hakmem / ref per round (runs paired by their round number), oriented
+    so that above 1 is worse for hakmem."""
+    def by_round(alloc):
+        return {r["rep"]: run_value(r, measure) for r in runs_of(result, workload, alloc) if r.get("status") == "ok"}
+    hak, peer = by_round("hakmem"), by_round(ref)
+    out = []
+    for rnd in sorted(set(hak) & set(peer)):
+        h, p = hak[rnd], peer[rnd]
+        if h is None or p is None or h <= 0 or p <= 0:
+            continue
+        out.append(p / h if measure in HIGHER_IS_BETTER else h / p)
+    return out
+
+
+def noise(ratios):
+    med = statistics.median(ratios)
+    return (max(ratios) - min(ratios)) / med
+
+
+def judge(old, new, ref, threshold=0.10, geomean_threshold=0.05, workloads=None):
+    """Rows of (workload, measure, old ratio, new ratio, change, allowed,
+    verdict) for every workload and measure both runs have, and the
+    geometric-mean rows. Verdicts: "ok", "improved", "REGRESSION"."""
+    specs_old, specs_new = workload_metrics(old), workload_metrics(new)
+    names = [w for w in specs_new if w in specs_old and (workloads is None or w in workloads)]
+    rows, changes = [], {m: [] for m in GEOMEAN_MEASURES}
+    for w in names:
+        for m in list(BASE_MEASURES) + sorted(set(specs_old[w]) & set(specs_new[w])):
+            r_old, r_new = paired_ratios(old, w, ref, m), paired_ratios(new, w, ref, m)
+            if not r_old or not r_new:
+                continue
+            med_old, med_new = statistics.median(r_old), statistics.median(r_new)
+            change = med_new / med_old
+            allowed = max(threshold, noise(r_old), noise(r_new))
+            verdict = "REGRESSION" if change > 1 + allowed else "improved" if change < 1 / (1 + allowed) else "ok"
+            rows.append((w, m, med_old, med_new, change, allowed, verdict))
+            if m in changes:
+                changes[m].append(change)
+    geo = []
+    for m, values in changes.items():
+        if values:
+            g = geomean(values)
+            verdict = "REGRESSION" if g > 1 + geomean_threshold else "improved" if g < 1 - geomean_threshold else "ok"
+            geo.append((m, g, len(values), verdict))
+    return rows, geo
+
+
+def print_judgement(rows, geo, geomean_threshold):
+    print(f"  {'workload':<15} {'measure':<24} {'old ratio':>9} {'new ratio':>9} {'change':>7} {'allowed':>8}  verdict")
+    for w, m, r_old, r_new, change, allowed, verdict in rows:
+        print(f"  {w:<15} {m:<24} {r_old:9.3f} {r_new:9.3f} {change:7.3f} {'+' + format(allowed, '.0%'):>8}  {verdict}")
+    print(f"\n  geometric mean of the changes (allowed +{geomean_threshold:.0%}):")
+    for m, g, n, verdict in geo:
+        print(f"  {m:<15} {g:7.3f} over {n} workloads  {verdict}")
+
+
+def regressions(rows, geo):
+    return ([f"{w} {m} x{change:.3f}" for w, m, _, _, change, _, v in rows if v == "REGRESSION"]
+            + [f"geomean {m} x{g:.3f}" for m, g, _, v in geo if v == "REGRESSION"])
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", nargs="?", default=str(BENCH_DIR / "baselines" / "baseline.json"))
     ap.add_argument("new", nargs="?")
     ap.add_argument("--threshold", type=float, default=0.10,
-                    help="relative worsening counted as a regression (default 0.10 = 10%%)")
+                    help="least worsening of a workload counted as a regression (default 0.10 = 10%%); "
+                         "raised to the workload's measured spread")
+    ap.add_argument("--geomean-threshold", type=float, default=0.05,
+                    help="worsening of the geometric mean over all workloads counted as a regression (0.05)")
     ap.add_argument("--ref", default="glibc", help="peer that hakmem's ratio is taken to (default glibc)")
-    args = ap.parse_args()
-    if not Path(args.old).exists():
-        sys.exit(f"compare.py: {args.old} not found (make a baseline with `bench/run.py --save-baseline`)")
-    old, new = load(args.old), load(args.new or newest_result())
-    if "hakmem" not in new["allocators"]:
-        sys.exit("compare.py: the new run has no hakmem results: nothing to compare")
-    print(f"old: {args.old} ({old['commit']}, {old['mode']})\nnew: {args.new or newest_result()} "
-          f"({new['commit']}, {new['mode']})")
-    if old["mode"] != new["mode"]:
-        print("warning: comparing a quick run with a full one; sizes differ, ratios may too")
-    print(f"hakmem / {args.ref} in each run; change = new / old; regression if change > {1 + args.threshold:.2f}\n")
-    print(f"  {'workload':<15} {'measure':<17} {'old ratio':>9} {'new ratio':>9} {'change':>7} "
-          f"{'hakmem abs change':>18}  verdict")
+    args = ap.parse_args(argv)
+    new_path = args.new or newest_result()
+    for path in (args.old, new_path):
+        if not Path(path).exists():
+            print(f"compare.py: {path} not found (make a baseline with `bench/run.py --save-baseline`)")
+            return 2
+    old, new = load(args.old), load(new_path)
+    print(f"OLD: {args.old} ({old.get('commit')}, {old.get('mode')})\n"
+          f"NEW: {new_path} ({new.get('commit')}, {new.get('mode')})")
+    print(f"hakmem / {args.ref} paired by round; change = new / old of the median ratio; "
+          f"a regression if change > 1 + allowed (the larger of {args.threshold:.0%} and the spread of the runs)\n")
 
-    regressions = []
-    new_names = {w["name"] for w in new["workloads"]}
-    for w in (w["name"] for w in old["workloads"] if w["name"] not in new_names):
-        print(f"  {w:<15} {'-':<17} {'':>9} {'MISSING':>9} {'':>7} {'':>18}  REGRESSION (not run)")
-        regressions.append(f"{w} missing")
-    old_names = {w["name"] for w in old["workloads"]}
-    for spec in (w for w in new["workloads"] if w["name"] in old_names):
-        w = spec["name"]
-        new_hak = new["medians"][w].get("hakmem", {})
-        if new_hak.get("failed"):
-            old_failed = old["medians"][w].get("hakmem", {}).get("failed")
-            verdict = "still FAIL" if old_failed else "REGRESSION (now FAIL)"
-            print(f"  {w:<15} {'-':<17} {'':>9} {'FAIL':>9} {'':>7} {'':>18}  {verdict}")
-            regressions.append(w)
-            continue
-        measures = MEASURES + ([(spec["metric"], spec["metric"])] if spec.get("metric") else [])
-        for measure, key in measures:
-            r_old, r_new = hakmem_ratio(old, w, args.ref, key), hakmem_ratio(new, w, args.ref, key)
-            if r_old is None or r_new is None:
-                print(f"  {w:<15} {measure:<17} {'n/a':>9} {'n/a':>9}")
-                continue
-            change = r_new / r_old
-            absolute = value(new_hak, key) / value(old["medians"][w]["hakmem"], key)
-            if change > 1 + args.threshold:
-                verdict = "REGRESSION"
-                regressions.append(f"{w} {measure}")
-            elif change < 1 - args.threshold:
-                verdict = "improved"
-            else:
-                verdict = "ok"
-            print(f"  {w:<15} {measure:<17} {r_old:9.3f} {r_new:9.3f} {change:7.3f} {absolute:18.3f}  {verdict}")
-
-    if regressions:
-        print(f"\n{len(regressions)} regression(s) beyond {args.threshold:.0%}: {', '.join(regressions)}")
+    rows, geo = judge(old, new, args.ref, args.threshold, args.geomean_threshold)
+    print_judgement(rows, geo, args.geomean_threshold)
+    found = regressions(rows, geo)
+    if found:
+        print(f"\n{len(found)} regression(s): {', '.join(found)}")
+    blockers = problems(old, new, args.ref)
+    if blockers:
+        print(f"\nINCOMPLETE: the runs cannot be compared in full ({len(blockers)} problem(s)):")
+        for b in blockers:
+            print(f"  - {b}")
+        return 2
+    if found:
         return 1
-    print(f"\nno regression beyond {args.threshold:.0%}")
+    print("\nno regression")
     return 0
 
 

@@ -28,7 +28,10 @@ def instructions(fastpath, alloc, mode, pairs):
     fd, out = tempfile.mkstemp(prefix="hakmem-callgrind-")
     os.close(fd)
     try:
-        env = {**os.environ, "LD_PRELOAD": alloc.preload} if alloc.preload else dict(os.environ)
+        # No allocator tuning and no caller's preload: only the one under test.
+        env = benchlib.clean_env()[0]
+        if alloc.preload:
+            env["LD_PRELOAD"] = alloc.preload
         run = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                               str(fastpath), f"--mode={mode}", f"--pairs={pairs}"],
                              env=env, capture_output=True, text=True)

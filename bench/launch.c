@@ -8,19 +8,55 @@
  *   launch REPORT_FILE PRELOAD_LIB|"" PROGRAM [ARGS...]
  *
  * PRELOAD_LIB goes into the child's LD_PRELOAD only, so the allocator under
- * test does not also run this launcher. SIGTERM and SIGINT are forwarded to
+ * test does not also run this launcher; with "" the child has no LD_PRELOAD
+ * at all, whatever the caller had. The child's environment is also scrubbed
+ * of every variable that tunes an allocator (SCRUBBED below), so no run
+ * inherits a setting the report does not show. SIGTERM and SIGINT are forwarded to
  * the child (used to stop redis-server). Exit status: the child's, or
  * 128 + signal number. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile pid_t child;
+
+/* Name prefixes (ending in '_') and exact names of variables that tune an
+ * allocator; bench/benchlib.py scrubs the same list. */
+static const char *const SCRUBBED[] = {
+    "HAKMEM_", "MIMALLOC_", "TCMALLOC_", "JEMALLOC_", "MALLOC_", "LD_PRELOAD", "GLIBC_TUNABLES",
+    "_RJEM_MALLOC_CONF",
+};
+
+static int scrubbed(const char *var)
+{
+    size_t name_len = strcspn(var, "=");
+    for (size_t i = 0; i < sizeof SCRUBBED / sizeof *SCRUBBED; i++) {
+        size_t len = strlen(SCRUBBED[i]);
+        int prefix = SCRUBBED[i][len - 1] == '_';
+        if (prefix ? strncmp(var, SCRUBBED[i], len) == 0
+                   : name_len == len && strncmp(var, SCRUBBED[i], len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Removes every scrubbed variable from the environment. */
+static void scrub_environment(void)
+{
+    for (char **e = environ; *e;) {
+        if (!scrubbed(*e)) { e++; continue; }
+        char *name = strndup(*e, strcspn(*e, "="));
+        if (!name) { perror("launch: strndup"); _exit(127); }
+        unsetenv(name); /* shifts the rest of environ down: do not advance */
+        free(name);
+    }
+}
 
 static void forward(int sig)
 {
@@ -42,6 +78,7 @@ int main(int argc, char **argv)
     child = fork();
     if (child < 0) { perror("launch: fork"); return 127; }
     if (child == 0) {
+        scrub_environment();
         if (argv[2][0]) setenv("LD_PRELOAD", argv[2], 1);
         execvp(argv[3], argv + 3);
         perror("launch: exec");

@@ -1,7 +1,10 @@
 /* Memory return: allocate a large working set of small and mid blocks, free
  * all of it in random order, then keep doing small alloc/free work (giving
- * an allocator that returns memory lazily the time and the calls to do it),
- * and report the resident set size at the end as rss_after_free_kb.
+ * an allocator that returns memory lazily the calls to do it), and report
+ * the resident set size then (rss_after_free_kb) and after the program has
+ * idled 100 ms, 1 s and 5 s more (rss_after_free_100ms_kb, _1s_kb, _5s_kb),
+ * so an allocator that returns memory on a timer is seen doing it. work_s
+ * is the time up to the first report, without the idling.
  * Nothing here calls malloc_trim: the metric is what the allocator gives
  * back on its own.
  *
@@ -48,6 +51,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < 64; i++)
         if (small[i].p) block_free(&small[i]);
 
-    printf("rss_full_kb=%ld rss_after_free_kb=%ld secs=%.3f\n", rss_full_kb, rss_kb(), now_sec() - start);
+    double work_s = now_sec() - start;
+    printf("rss_full_kb=%ld rss_after_free_kb=%ld work_s=%.3f\n", rss_full_kb, rss_kb(), work_s);
+    static const struct { const char *name; long ms; } idle[] = { { "100ms", 100 }, { "1s", 1000 }, { "5s", 5000 } };
+    long slept_ms = 0;
+    for (int i = 0; i < 3; i++) {
+        long ms = idle[i].ms - slept_ms;
+        struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+        while (nanosleep(&ts, &ts)) {}
+        slept_ms = idle[i].ms;
+        printf("rss_after_free_%s_kb=%ld\n", idle[i].name, rss_kb());
+    }
     return 0;
 }

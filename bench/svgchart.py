@@ -5,8 +5,8 @@ import math
 from xml.sax.saxutils import escape
 
 COLORS = {"glibc": "#8c8c8c", "hakmem": "#d62728", "mimalloc": "#1f77b4",
-          "jemalloc": "#2ca02c", "tcmalloc": "#9467bd"}
-FALLBACK_COLORS = ["#ff7f0e", "#17becf", "#bcbd22", "#e377c2"]
+          "mimalloc3": "#17becf", "jemalloc": "#2ca02c", "tcmalloc": "#9467bd"}
+FALLBACK_COLORS = ["#ff7f0e", "#bcbd22", "#e377c2"]
 BAR, GAP, GROUP_GAP = 11, 2, 14
 LABEL_W, PANEL_W, PANEL_GAP, MARGIN = 120, 380, 70, 20
 TOP = 92

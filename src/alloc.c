@@ -14,7 +14,7 @@ static inline void *page_pop(hak_page_t *page) {
   hak_block_t *b = page->free;
   if (hak_unlikely(b == NULL)) return NULL;
   page->free = hak_block_next(page, b);
-  page->used++;
+  hak_page_used_inc(page);
   b->free_tag = 0;
   return b;
 }
@@ -51,14 +51,21 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   return malloc_slow(size, heap, zero);
 }
 
+/* The thread has no heap: its first allocation, or one after its heap was
+ * given up at thread exit (see hak_heap_thread_init). */
+static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
+  hak_heap_t *heap = hak_heap_thread_init();
+  if (heap == NULL) { errno = ENOMEM; return NULL; }
+  void *p = malloc_slow(size, heap, zero);
+  hak_heap_release(heap);
+  return p;
+}
+
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
-  if (hak_unlikely(heap == &hak_heap_empty)) {
-    heap = hak_heap_thread_init();
-    if (heap == NULL) { errno = ENOMEM; return NULL; }
-  }
+  if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
   if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
   if (size > HAK_MEDIUM_MAX) {
-    if (hak_owner_counted) heap->stats[0].allocs++;
+    if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
     return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
   }
 
@@ -70,7 +77,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
   void *b = page_pop(page);
-  if (hak_owner_counted) heap->stats[bin].allocs++;
+  if (hak_owner_counted) hak_counter_inc(&heap->stats[bin].allocs);
   if (zero) memset(b, 0, size);
   return b;
 }

@@ -104,7 +104,7 @@ static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b
   mark_free(b, page);
   hak_block_set_next(page, b, page->local_free);
   page->local_free = b;
-  if (hak_unlikely(--page->used == 0) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
+  if (hak_unlikely(hak_page_used_dec_is_zero(page)) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
 }
 
 static void free_remote(hak_page_t *page, hak_block_t *b) {
@@ -125,9 +125,11 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
 /* HAKMEM_STATS: every free comes here, and is counted on the freeing
  * thread's heap (which a thread that only frees may not have yet). */
 static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool remote) {
-  if (heap == &hak_heap_empty && (heap = hak_heap_thread_init()) == NULL) return &hak_heap_empty;
-  heap->stats[bin].frees++;
-  if (remote) heap->stats[bin].remote_frees++;
+  bool had_none = heap == &hak_heap_empty;
+  if (had_none && (heap = hak_heap_thread_init()) == NULL) return &hak_heap_empty;
+  hak_counter_inc(&heap->stats[bin].frees);
+  if (remote) hak_counter_inc(&heap->stats[bin].remote_frees);
+  if (had_none) hak_heap_release(heap);
   return heap;
 }
 

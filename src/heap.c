@@ -11,16 +11,43 @@ hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT - 1] = &hak_page_emp
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_heap_t *heaps_live;            /* every thread's heap (heaps_lock) */
+static hak_heap_t *heaps_live;            /* every thread's heap, and the exit heap (heaps_lock) */
 static hak_heap_t *heaps_spare;           /* heaps of exited threads, for reuse */
 static pthread_key_t heap_key;            /* its destructor runs at thread exit */
 static _Atomic(bool) heap_key_ready;
 
-static void heap_key_destructor(void *heap) { hak_heap_thread_done(heap); }
+/* A thread may still allocate after its heap was given up at exit: in the
+ * destructor of a pthread key that comes after ours in the same round, or
+ * in a later round (POSIX runs them again while some destructor sets a key,
+ * up to PTHREAD_DESTRUCTOR_ITERATIONS times), or in libc's own clean-up. A
+ * heap made for it then might never be given up, since no round may be left
+ * to run our destructor again. So from then on the thread borrows the exit
+ * heap, one heap shared under a lock, never given up. Its pages, like any,
+ * take frees from every thread through xthread_free. (Left out: a thread
+ * whose first allocation of all comes in the last round, after our key,
+ * still unset, was passed over. Its heap is registered too late, and kept.) */
+static __thread bool thread_heap_given_up;
+static pthread_mutex_t exit_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
+/* Page-aligned like every heap: page->owner keeps flags in the low bits. */
+static hak_heap_t exit_heap __attribute__((aligned(HAK_OS_PAGE)));
+static bool exit_heap_ready;              /* (exit_heap_lock) */
 
+static void heap_key_destructor(void *heap) {
+  thread_heap_given_up = true;
+  hak_heap_thread_done(heap);
+}
+
+/* Without the key, thread exit cannot give up a heap: its pages keep their
+ * memory (blocks freed into them still serve nobody) and the heap is not
+ * reused. The allocator still works; say so once. */
 void hak_heap_key_create(void) {
-  if (pthread_key_create(&heap_key, heap_key_destructor) == 0)
-    atomic_store_explicit(&heap_key_ready, true, memory_order_release);
+  int err = pthread_key_create(&heap_key, heap_key_destructor);
+  if (err != 0) {
+    hak_message("hakmem: warning: pthread_key_create failed (error %d): threads that exit will keep "
+                "their heaps and the memory of their pages\n", err);
+    return;
+  }
+  atomic_store_explicit(&heap_key_ready, true, memory_order_release);
 }
 
 /* The direct entries of each class: [direct_first[bin], direct_last[bin]],
@@ -56,8 +83,27 @@ static void heaps_unlink(hak_heap_t *heap) {
   if (heap->list_next) heap->list_next->list_prev = heap->list_prev;
 }
 
+static void heap_setup(hak_heap_t *heap) {
+  memset(heap, 0, sizeof *heap);
+  for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
+  heap->arena = hak_arena_for_new_heap();
+  pthread_mutex_lock(&heaps_lock);
+  heaps_link(heap);
+  pthread_mutex_unlock(&heaps_lock);
+}
+
+static hak_heap_t *exit_heap_acquire(void) {
+  pthread_mutex_lock(&exit_heap_lock);
+  if (!exit_heap_ready) {
+    heap_setup(&exit_heap);
+    exit_heap_ready = true;
+  }
+  return &exit_heap;
+}
+
 hak_heap_t *hak_heap_thread_init(void) {
   hak_process_init();
+  if (hak_unlikely(thread_heap_given_up)) return exit_heap_acquire();
   pthread_mutex_lock(&heaps_lock);
   hak_heap_t *heap = heaps_spare;
   if (heap) heaps_spare = heap->list_next;
@@ -67,15 +113,14 @@ hak_heap_t *hak_heap_thread_init(void) {
     heap = hak_os_alloc_aligned(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
     if (heap == NULL) return NULL;
   }
-  memset(heap, 0, sizeof *heap);
-  for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
-  heap->arena = hak_arena_for_new_heap();
-  pthread_mutex_lock(&heaps_lock);
-  heaps_link(heap);
-  pthread_mutex_unlock(&heaps_lock);
+  heap_setup(heap);
   hak_tls_heap = heap;   /* before setspecific, which may itself allocate */
   if (atomic_load_explicit(&heap_key_ready, memory_order_acquire)) pthread_setspecific(heap_key, heap);
   return heap;
+}
+
+void hak_heap_release(hak_heap_t *heap) {
+  if (heap == &exit_heap) pthread_mutex_unlock(&exit_heap_lock);
 }
 
 /* Thread exit: give up every page (empty ones go back to the arena, the
@@ -120,6 +165,7 @@ void hak_collect(void) {
   if (heap != NULL) {
     hak_heap_free_empty_pages(heap);
     hak_reclaim_sweep(heap, true);
+    hak_heap_release(heap);
   }
   hak_arenas_purge_all();
   hak_huge_cache_flush();
@@ -134,15 +180,25 @@ int hak_malloc_trim(size_t pad) {
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
   pthread_mutex_lock(&heaps_lock);
+  fn(NULL, arg);
   for (hak_heap_t *h = heaps_live; h != NULL; h = h->list_next) fn(h, arg);
   pthread_mutex_unlock(&heaps_lock);
 }
 
-void hak_heaps_fork_prepare(void) { pthread_mutex_lock(&heaps_lock); }
-void hak_heaps_fork_parent(void) { pthread_mutex_unlock(&heaps_lock); }
+void hak_heaps_fork_prepare(void) {
+  pthread_mutex_lock(&exit_heap_lock);
+  pthread_mutex_lock(&heaps_lock);
+}
+void hak_heaps_fork_parent(void) {
+  pthread_mutex_unlock(&heaps_lock);
+  pthread_mutex_unlock(&exit_heap_lock);
+}
 /* In the child only the forking thread exists. The other threads' heaps
  * stay as they were (a page could be mid-update): their pages keep working
  * for frees (which go the cross-thread way) and are never allocated from. */
-void hak_heaps_fork_child(void) { pthread_mutex_init(&heaps_lock, NULL); }
+void hak_heaps_fork_child(void) {
+  pthread_mutex_init(&heaps_lock, NULL);
+  pthread_mutex_init(&exit_heap_lock, NULL);
+}
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_HEAP)

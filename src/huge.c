@@ -39,7 +39,7 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
   if (span == NULL) return NULL;
   span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
-  span->used = 1;
+  hak_page_used_set(span, 1);
   atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
@@ -77,7 +77,7 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   hak_page_t *page = &seg->pages[offset >> HAK_SLICE_SHIFT];
   page->span_kind = HAK_SPAN_HUGE;
   page->slice_count = 1;
-  page->used = 1;
+  hak_page_used_set(page, 1);
   huge_map_slices(seg, page, total);
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);

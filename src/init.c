@@ -10,32 +10,72 @@
 
 _Atomic int hak_init_state;
 
-/* fork(): hold every allocator lock across it, so the child never inherits
- * a lock held by a thread that does not exist there. Taken in the order the
- * allocator nests them: report, heaps, exited counters, reclaim, arenas,
- * huge cache and giant list. */
+/* ------------------------------------------------------------ fork
+ *
+ * fork() in a multi-threaded process: hold every allocator lock across it,
+ * so the child never inherits a lock held by a thread that does not exist
+ * there. Taken in the order the allocator nests them: report, exit heap,
+ * heaps, reclaim, arenas, huge cache and giant list.
+ *
+ * Two other locks order against ours:
+ * - stdio's list lock, which glibc's fork takes itself, but only after the
+ *   atfork prepare handlers. A thread in fflush(NULL) holds it while it
+ *   waits for a FILE whose owner is in getline -> realloc, which may wait
+ *   for one of our locks: taken after ours, that is a cycle. So the prepare
+ *   handler takes the list lock first (it is recursive: glibc's own take in
+ *   fork is then a count). The parent gives back our count; in the child,
+ *   glibc resets the lock (done again here: harmless if it did). Without
+ *   those glibc symbols (another C library) the step is skipped.
+ * - any lock the interrupted code holds, when fork() is called from a signal
+ *   handler. A single-threaded process takes no lock at all (as glibc's
+ *   malloc does): no other thread can be inside the allocator, and the child
+ *   is an exact copy of the interrupted parent, whose locks are released by
+ *   the interrupted code itself if the handler returns. A multi-threaded
+ *   process that forks from a signal handler which interrupted an allocator
+ *   call on the same thread deadlocks here, as with glibc: such a handler
+ *   must use _Fork(), which runs no atfork handler, and its child must not
+ *   allocate. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern void _IO_list_resetlock(void) __attribute__((weak));
+extern char __libc_single_threaded __attribute__((weak));   /* glibc 2.32+ */
+
+static bool process_is_single_threaded(void) {
+  return &__libc_single_threaded != NULL && __libc_single_threaded;
+}
+
+/* Whether this thread's fork_prepare took the locks: the parent and child
+ * handlers of the same fork must agree with it. Per thread, since threads
+ * may fork concurrently; the child inherits the forking thread's copy. */
+static __thread bool fork_locked;
+
 static void fork_prepare(void) {
+  fork_locked = !process_is_single_threaded();
+  if (!fork_locked) return;
+  if (_IO_list_lock) _IO_list_lock();
   hak_stats_fork_prepare();
   hak_heaps_fork_prepare();
-  hak_stats_fork_exited_prepare();
   hak_reclaim_fork_prepare();
   hak_segments_fork_prepare();
   hak_huge_fork_prepare();
 }
 static void fork_parent(void) {
+  if (!fork_locked) return;
   hak_huge_fork_parent();
   hak_segments_fork_parent();
   hak_reclaim_fork_parent();
-  hak_stats_fork_exited_parent();
   hak_heaps_fork_parent();
   hak_stats_fork_parent();
+  if (_IO_list_unlock) _IO_list_unlock();
 }
 static void fork_child(void) {
+  if (!fork_locked) return;
   hak_huge_fork_child();
   hak_segments_fork_child();
   hak_reclaim_fork_child();
   hak_heaps_fork_child();
   hak_stats_fork_child();
+  if (_IO_list_resetlock) _IO_list_resetlock();
 }
 
 void hak_process_init(void) {
@@ -52,7 +92,13 @@ void hak_process_init(void) {
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
-  pthread_atfork(fork_prepare, fork_parent, fork_child);
+  /* Without the handlers, a child forked while another thread holds an
+   * allocator lock inherits it held: the child may deadlock. Nothing else
+   * changes; say so once. */
+  int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (err != 0)
+    hak_message("hakmem: warning: pthread_atfork failed (error %d): a child forked while other threads "
+                "allocate may deadlock\n", err);
   hak_verbose("hakmem: ready (%u arenas, purge delay %ld ms)\n",
               hak_arena_count(), hak_option(HAK_OPT_PURGE_DELAY));
 }

@@ -158,10 +158,16 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * Invariants:
  * - page->owner == (uintptr_t)heap exactly when `heap` owns the page and the
  *   page has no aligned blocks: the one compare of the free fast path.
- * - Owner-only fields (free, local_free, used, capacity) are touched only by
- *   the owning heap's thread, or by the thread that took ownership through
- *   xthread_free (adoption), never concurrently. `owner` is written only by
- *   the owner (or adopter) and read by anyone.
+ * - Owner-only fields (free, local_free, used, capacity, reserved, bin,
+ *   block_size) are written only by the owning heap's thread, or by the
+ *   thread that took ownership through xthread_free (adoption), never
+ *   concurrently. `owner` is written only by the owner (or adopter) and
+ *   read by anyone. Other threads read `used` and `bin` only for the
+ *   statistics census (stats.c, under the arena lock, while owners run):
+ *   both are _Atomic, written and read relaxed, so the census sees values
+ *   that were there, if stale. (A remote free reads block_size, reserved
+ *   and span_kind of the page its block came from: written before the
+ *   block was handed out, so ordered by the hand-over itself.)
  * - used counts blocks handed out and not yet back on free/local_free:
  *   blocks sitting in xthread_free still count until the owner collects them.
  *   So used == 0 means no live block, and no remote free can still arrive.
@@ -183,14 +189,14 @@ typedef struct hak_page_s {
   _Atomic(uintptr_t) owner;              /* owning heap | HAK_OWNER_* */
   struct hak_page_s *next, *prev;        /* heap queue, reclaim queue (next), or free-span list */
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment */
-  uint16_t used;
+  _Atomic(uint16_t) used;                /* see hak_page_used_inc */
   uint16_t capacity;                     /* blocks carved so far */
   union {
     uint16_t reserved;                   /* page: blocks that fit it */
     uint16_t dirty_slices;               /* free span: its slices marked dirty */
   };
   uint16_t slice_count;
-  uint8_t bin;
+  _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) */
   uint8_t span_kind;
   uint8_t dirty;                         /* this slice may hold resident memory (any slice) */
 #if HAKMEM_SECURE
@@ -293,6 +299,39 @@ static inline bool hak_page_owned_by(const hak_page_t *page, const struct hak_he
 #endif
 }
 
+/* page->used has one writer (the owner) and is read by the census of other
+ * threads, so it is _Atomic and every access relaxed. On x86-64 the fast
+ * paths count with one add or subtract on memory: with a single writer that
+ * is exactly a relaxed load and store, fused. (Written in C, GCC emits the
+ * pair as a load, an add and a store: 2-3 more instructions in each of
+ * malloc and free.) ThreadSanitizer builds use the C form, which it sees. */
+#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+static inline void hak_page_used_inc(hak_page_t *page) {
+  __asm__("addw $1, %0" : "+m"(*(uint16_t *)&page->used));
+}
+static inline bool hak_page_used_dec_is_zero(hak_page_t *page) {   /* true: now 0 */
+  bool zero;
+  __asm__("subw $1, %0" : "+m"(*(uint16_t *)&page->used), "=@ccz"(zero));
+  return zero;
+}
+#else
+static inline void hak_page_used_inc(hak_page_t *page) {
+  atomic_store_explicit(&page->used, (uint16_t)(atomic_load_explicit(&page->used, memory_order_relaxed) + 1),
+                        memory_order_relaxed);
+}
+static inline bool hak_page_used_dec_is_zero(hak_page_t *page) {
+  uint16_t used = (uint16_t)(atomic_load_explicit(&page->used, memory_order_relaxed) - 1);
+  atomic_store_explicit(&page->used, used, memory_order_relaxed);
+  return used == 0;
+}
+#endif
+static inline uint16_t hak_page_used(const hak_page_t *page) {
+  return atomic_load_explicit((_Atomic(uint16_t) *)&page->used, memory_order_relaxed);
+}
+static inline void hak_page_used_set(hak_page_t *page, uint16_t used) {
+  atomic_store_explicit(&page->used, used, memory_order_relaxed);
+}
+
 /* ---------------------------------------------------------------- arenas */
 
 #define HAK_SPAN_BINS 24
@@ -329,11 +368,23 @@ typedef struct hak_page_queue_s {
   hak_page_t *first, *last;
 } hak_page_queue_t;
 
+/* A statistics counter with one writer at a time (the thread that holds
+ * the heap) and readers anywhere (reports): the writer adds with a relaxed
+ * load and store, no read-modify-write instruction. */
+typedef _Atomic(uint64_t) hak_counter_t;
+static inline void hak_counter_inc(hak_counter_t *c) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+static inline uint64_t hak_counter_get(const hak_counter_t *c) {
+  return atomic_load_explicit((hak_counter_t *)c, memory_order_relaxed);
+}
+
 /* Per-thread counters, per size class (class 0: huge blocks). The call
- * counters move only when HAKMEM_STATS is on; the page counters always. */
+ * counters move only when HAKMEM_STATS is on; the page counters always.
+ * Written by the heap's holder, read by reports (stats.c) at any time. */
 typedef struct hak_bin_stats_s {
-  uint64_t allocs, frees, remote_frees;
-  uint64_t pages_new, pages_freed, pages_abandoned, pages_adopted;
+  hak_counter_t allocs, frees, remote_frees;
+  hak_counter_t pages_new, pages_freed, pages_abandoned, pages_adopted;
 } hak_bin_stats_t;
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
@@ -458,13 +509,21 @@ HAK_INTERNAL void hak_reclaim_fork_child(void);
 /* heap.c */
 HAK_INTERNAL void hak_heap_key_create(void);
 HAK_INTERNAL void hak_heap_due_work(hak_heap_t *heap);
+/* The calling thread's new heap; for a thread whose heap was given up at
+ * exit, the shared exit heap, locked. Either way hand it back with
+ * hak_heap_release after the operation. NULL: out of memory. */
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
+HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_direct_init(void);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);
 HAK_INTERNAL void hak_heaps_fork_parent(void);
 HAK_INTERNAL void hak_heaps_fork_child(void);
+/* Calls fn under heaps_lock, first with NULL (standing for the threads that
+ * have exited: hak_stats_merge_exited runs under the same lock, as their
+ * heaps leave the list), then with each live heap: so a thread exiting
+ * meanwhile is counted once. */
 typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 HAK_INTERNAL int hak_malloc_trim(size_t pad);
@@ -506,8 +565,6 @@ HAK_INTERNAL void hak_stats_merge_exited(hak_heap_t *heap);
 HAK_INTERNAL void hak_stats_fork_prepare(void);
 HAK_INTERNAL void hak_stats_fork_parent(void);
 HAK_INTERNAL void hak_stats_fork_child(void);
-HAK_INTERNAL void hak_stats_fork_exited_prepare(void);
-HAK_INTERNAL void hak_stats_fork_exited_parent(void);
 extern _Atomic(int64_t) hak_stat_committed HAK_INTERNAL, hak_stat_committed_peak HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_segments HAK_INTERNAL, hak_stat_huge_bytes HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;

@@ -88,10 +88,10 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   size_t bs = hak_bin_size(bin);
   page->free = NULL;
   page->local_free = NULL;
-  page->used = 0;
+  hak_page_used_set(page, 0);
   page->capacity = 0;
   page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
-  page->bin = (uint8_t)bin;
+  atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
@@ -134,10 +134,11 @@ static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
   size_t count = 1;
   hak_block_t *tail = list;
   for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL; tail = next) count++;
-  if (count > page->used) hak_fatal("heap corruption: %zu remote frees in a page with %u blocks in use", count, (unsigned)page->used);
+  size_t used = hak_page_used(page);
+  if (count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
   hak_block_set_next(page, tail, page->local_free);
   page->local_free = list;
-  page->used = (uint16_t)(page->used - count);
+  hak_page_used_set(page, (uint16_t)(used - count));
 }
 
 /* An empty free list takes the blocks freed locally (and collected). */
@@ -267,7 +268,7 @@ void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
   page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-  heap->stats[page->bin].pages_freed++;
+  hak_counter_inc(&heap->stats[page->bin].pages_freed);
   hak_span_free(page);
 }
 
@@ -299,8 +300,8 @@ static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
 void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_remove(heap, page);
   hak_page_collect(page);
-  if (page->used == 0) { page_free_span(heap, page); return; }
-  heap->stats[page->bin].pages_abandoned++;
+  if (hak_page_used(page) == 0) { page_free_span(heap, page); return; }
+  hak_counter_inc(&heap->stats[page->bin].pages_abandoned);
   page_abandon(page, NULL, false);
 }
 
@@ -317,7 +318,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   page_take_ownership(heap, page);
   page_take_remote(page, xfree);
   page_use_local_frees(page);
-  heap->stats[page->bin].pages_adopted++;
+  hak_counter_inc(&heap->stats[page->bin].pages_adopted);
   hak_assert(hak_page_is_valid(page));
 }
 
@@ -354,7 +355,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
     }
     /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
     hak_page_queue_remove(heap, page);
-    heap->stats[bin].pages_abandoned++;
+    hak_counter_inc(&heap->stats[bin].pages_abandoned);
     page_abandon(page, heap, false);
     page = next;
   }
@@ -375,7 +376,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
   page_init(heap, page, bin);
   page_extend(page);
   hak_page_queue_push_front(heap, page);
-  heap->stats[bin].pages_new++;
+  hak_counter_inc(&heap->stats[bin].pages_new);
   return page;
 }
 
@@ -411,7 +412,7 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
     hak_page_t *page = taken;
     taken = page->next;
     page_adopt(heap, page);
-    if (page->used == 0) {
+    if (hak_page_used(page) == 0) {
       page_free_span(heap, page);
     } else {
       page_abandon(page, NULL, true);
@@ -431,7 +432,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
     while (page != NULL) {
       hak_page_t *next = page->next;
       hak_page_collect(page);
-      if (page->used == 0) {
+      if (hak_page_used(page) == 0) {
         hak_page_queue_remove(heap, page);
         page_free_span(heap, page);
       }

@@ -34,39 +34,42 @@ static int64_t stat(_Atomic(int64_t) *s) { return atomic_load_explicit(s, memory
 /* ------------------------------------------------------------ gathering */
 
 static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;   /* see report_begin */
-static pthread_mutex_t exited_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_bin_stats_t exited[HAK_BINS];   /* counters of threads that have exited */
 
-static void add_bins(hak_bin_stats_t *into, const hak_bin_stats_t *from) {
+/* Counts of one size class, as a snapshot adds them up. */
+typedef struct bin_counts_s {
+  uint64_t allocs, frees, remote_frees;
+  uint64_t pages_new, pages_freed, pages_abandoned, pages_adopted;
+} bin_counts_t;
+
+/* Counters of threads that have exited, merged under heaps_lock (which
+ * hak_heap_thread_done holds while it merges and unlinks the heap, and
+ * take_snapshot while it reads them with the live heaps). */
+static hak_bin_stats_t exited[HAK_BINS];
+
+static void add_bins(bin_counts_t *into, const hak_bin_stats_t *from) {
   for (size_t b = 0; b < HAK_BINS; b++) {
-    into[b].allocs += from[b].allocs;
-    into[b].frees += from[b].frees;
-    into[b].remote_frees += from[b].remote_frees;
-    into[b].pages_new += from[b].pages_new;
-    into[b].pages_freed += from[b].pages_freed;
-    into[b].pages_abandoned += from[b].pages_abandoned;
-    into[b].pages_adopted += from[b].pages_adopted;
+    into[b].allocs += hak_counter_get(&from[b].allocs);
+    into[b].frees += hak_counter_get(&from[b].frees);
+    into[b].remote_frees += hak_counter_get(&from[b].remote_frees);
+    into[b].pages_new += hak_counter_get(&from[b].pages_new);
+    into[b].pages_freed += hak_counter_get(&from[b].pages_freed);
+    into[b].pages_abandoned += hak_counter_get(&from[b].pages_abandoned);
+    into[b].pages_adopted += hak_counter_get(&from[b].pages_adopted);
   }
 }
 
-/* fork(): the report and exited-counter locks, outermost (lock order:
- * report_lock, then heaps_lock, then exited_lock). */
+/* fork(): the report lock, outermost (lock order: report_lock, then the
+ * heap locks, heap.c). */
 void hak_stats_fork_prepare(void) { pthread_mutex_lock(&report_lock); }
 void hak_stats_fork_parent(void) { pthread_mutex_unlock(&report_lock); }
-void hak_stats_fork_child(void) {
-  pthread_mutex_init(&report_lock, NULL);
-  pthread_mutex_init(&exited_lock, NULL);
-}
-void hak_stats_fork_exited_prepare(void) { pthread_mutex_lock(&exited_lock); }
-void hak_stats_fork_exited_parent(void) { pthread_mutex_unlock(&exited_lock); }
+void hak_stats_fork_child(void) { pthread_mutex_init(&report_lock, NULL); }
 
 void hak_stats_merge_exited(hak_heap_t *heap) {
-  pthread_mutex_lock(&exited_lock);
-  add_bins(exited, heap->stats);
-  pthread_mutex_unlock(&exited_lock);
+  hak_counter_t *into = (hak_counter_t *)exited;   /* both: rows of counters */
+  const hak_counter_t *from = (const hak_counter_t *)heap->stats;
+  for (size_t i = 0; i < HAK_BINS * (sizeof(hak_bin_stats_t) / sizeof(hak_counter_t)); i++)
+    atomic_store_explicit(&into[i], hak_counter_get(&into[i]) + hak_counter_get(&from[i]), memory_order_relaxed);
 }
-
-static void merge_live_heap(hak_heap_t *heap, void *into) { add_bins(into, heap->stats); }
 
 /* What the span walk sees now, per size class. */
 typedef struct census_s {
@@ -74,11 +77,23 @@ typedef struct census_s {
 } census_t;
 
 typedef struct snapshot_s {
-  hak_bin_stats_t counts[HAK_BINS];
+  bin_counts_t counts[HAK_BINS];
   census_t census[HAK_BINS];
   uint64_t live_bytes, free_spans, free_span_bytes, dirty_span_bytes;   /* live: in pages */
+  size_t heaps;                                                          /* live heaps */
 } snapshot_t;
 
+/* Under heaps_lock: heap NULL stands for the threads that have exited. */
+static void count_heap(hak_heap_t *heap, void *arg) {
+  snapshot_t *s = arg;
+  add_bins(s->counts, heap != NULL ? heap->stats : exited);
+  if (heap != NULL) s->heaps++;
+}
+
+/* Under the span's arena lock. A page's owner changes `used` meanwhile, and
+ * `bin` when it (re)initialises the page: both are read relaxed (see
+ * hak_page_t), so the figures are a snapshot; a page being set up for
+ * its first class may show bin 0 and is skipped. */
 static void census_span(const hak_page_t *span, void *arg) {
   snapshot_t *s = arg;
   size_t bytes = (size_t)span->slice_count * HAK_SLICE_SIZE;
@@ -89,10 +104,12 @@ static void census_span(const hak_page_t *span, void *arg) {
     return;
   }
   if (span->span_kind != HAK_SPAN_PAGE) return;
-  census_t *c = &s->census[span->bin];
-  uint16_t used = __atomic_load_n(&span->used, __ATOMIC_RELAXED);
+  size_t bin = atomic_load_explicit((_Atomic(uint8_t) *)&span->bin, memory_order_relaxed);
+  if (bin == 0) return;
+  census_t *c = &s->census[bin];
+  uint16_t used = hak_page_used(span);
   c->live_blocks += used;
-  s->live_bytes += (uint64_t)used * span->block_size;
+  s->live_bytes += (uint64_t)used * hak_bin_size(bin);
   if (used == 0) c->pages_empty++;
   else if (hak_page_owner(span) & HAK_OWNER_ABANDONED) c->pages_unowned++;
   else c->pages_in_use++;
@@ -100,10 +117,7 @@ static void census_span(const hak_page_t *span, void *arg) {
 
 static void take_snapshot(snapshot_t *s) {
   memset(s, 0, sizeof *s);
-  pthread_mutex_lock(&exited_lock);
-  add_bins(s->counts, exited);
-  pthread_mutex_unlock(&exited_lock);
-  hak_heaps_visit(merge_live_heap, s->counts);
+  hak_heaps_visit(count_heap, s);
   hak_arenas_visit_spans(census_span, s);
   if (hak_owner_counted) {   /* exact, unlike pages' counts of uncollected remote frees */
     s->live_bytes = 0;
@@ -115,7 +129,7 @@ static void take_snapshot(snapshot_t *s) {
 /* Live blocks of a class: exact from the call counters when counting (a
  * page's `used` also counts remote frees not yet collected), else the walk. */
 static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
-  const hak_bin_stats_t *c = &s->counts[bin];
+  const bin_counts_t *c = &s->counts[bin];
   return hak_owner_counted ? c->allocs - c->frees : s->census[bin].live_blocks;
 }
 
@@ -152,7 +166,7 @@ typedef struct class_row_s {
 
 /* False if the class was never used. */
 static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_row_t *row) {
-  const hak_bin_stats_t *c = &s->counts[bin];
+  const bin_counts_t *c = &s->counts[bin];
   const census_t *n = &s->census[bin];
   *row = (class_row_t){
     .size = bin == 0 ? 0 : hak_bin_size(bin),
@@ -198,6 +212,7 @@ static void write_text(int fd) {
                   (unsigned long long)r.pages_unowned, (unsigned long long)r.pages_new,
                   (unsigned long long)r.pages_adopted);
   }
+  hak_format_fd(fd, "heaps: %zu live\n", s->heaps);
   hak_format_fd(fd, "segments: %lld mapped, %lld released; free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
                 (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
                 (unsigned long long)(s->free_span_bytes >> 10), (unsigned long long)(s->dirty_span_bytes >> 10));
@@ -230,7 +245,8 @@ void hak_stats_write_json(int fd) {
                   (unsigned long long)r.pages_adopted);
     sep = ",";
   }
-  hak_format_fd(fd, "],\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
+  hak_format_fd(fd, "],\"heaps\":%zu", s->heaps);   /* hak_format_fd writes at most 511 bytes a call */
+  hak_format_fd(fd, ",\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
                 "\"unpurged_bytes\":%llu,\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
                 "\"huge_cache_hits\":%lld,\"huge_cache_misses\":%lld,\"live_bytes\":%llu,\"committed\":%lld,"
                 "\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",

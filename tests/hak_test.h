@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -408,23 +409,72 @@ static inline pthread_t hak_thread_start(void *(*fn)(void *), void *arg)
     return t;
 }
 
-/* Waits for a child at most `seconds`; a child still running then is killed
- * and reported: a deadlock after fork() is a bug worth a clear message. */
-static inline int hak_wait_child(pid_t pid, int seconds)
+/* What each thread of a process is doing, on stderr: its state, kernel wait
+ * channel and system call (202 on x86-64 is futex: waiting for a lock), so
+ * that a timeout says "deadlock" or "slow". Best effort: /proc may refuse. */
+static inline void hak_describe_threads(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char file[384], stat[512] = "", wchan[64] = "?", syscall_line[128] = "?";
+        FILE *f;
+        snprintf(file, sizeof file, "%s/%s/stat", path, e->d_name);
+        if ((f = fopen(file, "r"))) { if (!fgets(stat, sizeof stat, f)) stat[0] = 0; fclose(f); }
+        snprintf(file, sizeof file, "%s/%s/wchan", path, e->d_name);
+        if ((f = fopen(file, "r"))) { if (!fgets(wchan, sizeof wchan, f)) strcpy(wchan, "?"); fclose(f); }
+        snprintf(file, sizeof file, "%s/%s/syscall", path, e->d_name);
+        if ((f = fopen(file, "r"))) {
+            if (fgets(syscall_line, sizeof syscall_line, f)) syscall_line[strcspn(syscall_line, " \n")] = 0;
+            fclose(f);
+        }
+        const char *after_name = strrchr(stat, ')');
+        fprintf(stderr, "  thread %s: state %c, wchan %s, syscall %s\n", e->d_name,
+                after_name && after_name[1] ? after_name[2] : '?', wchan, syscall_line);
+    }
+    closedir(dir);
+}
+
+/* Waits for a child. It fails (after describing the child's threads and
+ * killing it) once the child has run `seconds`, or, if `progress` is not
+ * NULL (a counter the child advances, in memory shared with it), once the
+ * counter has stood still for `seconds`: on a loaded machine a slow child
+ * is not a hung one. */
+static inline int hak_wait_child_progress(pid_t pid, int seconds, const volatile size_t *progress)
 {
     int status = 0;
-    for (int waited_ms = 0;; waited_ms += 10) {
+    size_t seen = progress ? *progress : 0;
+    for (int still_ms = 0;; still_ms += 10) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         CHECK(r == 0 || r == pid);
         if (r == pid) return status;
-        if (waited_ms >= seconds * 1000) {
+        if (progress && *progress != seen) {
+            seen = *progress;
+            still_ms = 0;
+        }
+        if (still_ms >= seconds * 1000) {
+            fprintf(stderr, "child %d: no %s after %d s; its threads:\n", (int)pid,
+                    progress ? "progress" : "exit", seconds);
+            hak_describe_threads(pid);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            hak_test_fail(__FILE__, __LINE__, "child %d still running after %d s (deadlock?)",
-                          (int)pid, seconds);
+            hak_test_fail(__FILE__, __LINE__, "child %d %s after %d s (deadlock?)", (int)pid,
+                          progress ? "made no progress" : "still running", seconds);
         }
         usleep(10 * 1000);
     }
+}
+
+/* Waits for a child at most `seconds`; a child still running then is
+ * described, killed and reported: a deadlock after fork() is a bug worth a
+ * clear message. */
+static inline int hak_wait_child(pid_t pid, int seconds)
+{
+    return hak_wait_child_progress(pid, seconds, NULL);
 }
 
 /* What a child that was expected to stop itself printed, and how it ended. */

@@ -61,6 +61,8 @@ def counted_run(binary):
     check(delta(start, freed, SIZE_CLASS, "live") == 0, "nothing of the test class left live")
     check(delta(start, held, 0, "allocs") == 1 and delta(held, freed, 0, "frees") == 1, "the huge block")
     check(held["huge_blocks"] >= 1 and held["live_bytes"] >= (N - N // 4) * 6000, "memory held")
+    # main's heap, and the worker's gone: it exited before "held".
+    check(held["heaps"] == freed["heaps"] >= 1, f"live heaps {held['heaps']}, {freed['heaps']}")
     for key in ("segments", "committed", "committed_peak", "purged", "rss", "huge_cache_hits"):
         check(key in freed and freed[key] >= 0, f"total {key}")
     check(freed["committed_peak"] >= held["committed"] and freed["rss"] > 0, "peak and rss")
@@ -81,7 +83,7 @@ def uncounted_run(binary):
 
 def text_report_and_warnings(binary):
     proc = run(binary, HAKMEM_STATS="1", HAKMEM_VERBOSE="1", HAKMEM_NOT_AN_OPTION="1")
-    for needle in ("hakmem statistics", "segments:", "huge:", "memory:", "unknown option HAKMEM_NOT_AN_OPTION"):
+    for needle in ("hakmem statistics", "heaps:", "segments:", "huge:", "memory:", "unknown option HAKMEM_NOT_AN_OPTION"):
         check(needle in proc.stderr, f"stderr has {needle!r}")
 
 

@@ -2,14 +2,37 @@
  * whatever state the other threads left it (locks held, lists mid-update):
  * an allocator without fork handlers deadlocks or corrupts here. Children
  * allocate heavily, free blocks inherited from the parent, start threads of
- * their own, and must exit 0. */
+ * their own, and must exit 0.
+ *
+ * A child counts its operations in memory shared with the parent, which
+ * fails only if that count stands still for CHILD_STALL_S: a sanitizer
+ * build on a loaded machine makes children slow, not stuck. A stuck
+ * child's threads are described (state, wait channel, system call) before
+ * it is killed. Children leave with _exit: they are copies of a threaded
+ * process, whose exit-time handlers (stdio, sanitizers) they need not run.
+ * The hammering threads pause while a child runs, so that the child does
+ * not compete with them for the CPU; they run again before the next fork. */
 #include "hak_test.h"
 
 #include <stdatomic.h>
 
-enum { HAMMER_THREADS = 2, INHERITED_BLOCKS = 256, CHILD_TIMEOUT_S = 30 };
+enum { HAMMER_THREADS = 2, INHERITED_BLOCKS = 256, CHILD_STALL_S = 30 };
 
-static atomic_bool stop_hammering;
+static atomic_bool stop_hammering, pause_hammering;
+
+/* Operations done by the children of this process (shared memory). */
+static volatile size_t *child_progress;
+
+static void progress_init(void)
+{
+    if (child_progress) return;
+    child_progress = mmap(NULL, sizeof *child_progress, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(child_progress != MAP_FAILED);
+}
+
+static void progress_note(void) { __atomic_fetch_add(child_progress, 1, __ATOMIC_RELAXED); }
+
+static int wait_child(pid_t pid) { return hak_wait_child_progress(pid, CHILD_STALL_S, child_progress); }
 
 /* Allocates, verifies and frees continuously until told to stop, keeping a
  * window of live blocks so frees and allocations interleave. */
@@ -19,6 +42,10 @@ static void *hammer(void *arg)
     hak_item live[WINDOW] = {{0}};
     hak_rng rng = hak_rng_seed((size_t)arg);
     for (size_t i = 0; !atomic_load_explicit(&stop_hammering, memory_order_relaxed); i++) {
+        if (atomic_load_explicit(&pause_hammering, memory_order_relaxed)) {
+            usleep(1000);
+            continue;
+        }
         hak_item *slot = &live[i % WINDOW];
         if (slot->ptr) hak_item_verify_free(*slot);
         *slot = hak_item_new(hak_rng_size(&rng, 512 * KiB));
@@ -36,6 +63,7 @@ static void child_churn(uint64_t seed)
     hak_item live[LIVE] = {{0}};
     hak_rng rng = hak_rng_seed(seed);
     for (size_t i = 0; i < 3000; i++) {
+        progress_note();
         hak_item *slot = &live[hak_rng_next(&rng) % LIVE];
         size_t size = (hak_rng_next(&rng) % 64 == 0) ? hak_rng_range(&rng, 16, 4 * MiB)
                                                    : hak_rng_range(&rng, 16, 4 * KiB);
@@ -71,7 +99,9 @@ static pthread_t hammers[HAMMER_THREADS];
 
 static void start_hammers(void)
 {
+    progress_init();
     atomic_store(&stop_hammering, false);
+    atomic_store(&pause_hammering, false);
     for (size_t i = 0; i < HAMMER_THREADS; i++) hammers[i] = hak_thread_start(hammer, (void *)(i + 1));
     usleep(2000); /* let them get going before the first fork */
 }
@@ -93,6 +123,8 @@ static void fork_children(size_t forks, size_t child_threads)
 
     start_hammers();
     for (size_t f = 0; f < forks; f++) {
+        atomic_store(&pause_hammering, false);
+        usleep(2000); /* fork while they are at it */
         fflush(NULL); /* no buffered output may be duplicated into the child */
         pid_t pid = fork();
         CHECK(pid >= 0);
@@ -108,9 +140,10 @@ static void fork_children(size_t forks, size_t child_threads)
                 child_churn(f);
                 for (size_t i = 0; i < child_threads; i++) pthread_join(t[i], NULL);
             }
-            exit(0);
+            _exit(0);
         }
-        int status = hak_wait_child(pid, CHILD_TIMEOUT_S);
+        atomic_store(&pause_hammering, true);
+        int status = wait_child(pid);
         CHECK_CHILD_EXITED_0(status);
     }
     stop_hammers();
@@ -135,14 +168,15 @@ static void fork_in_forked_child(void)
         CHECK(grandchild >= 0);
         if (grandchild == 0) {
             child_churn(7);
-            exit(0);
+            _exit(0);
         }
         child_churn(8);
-        int status = hak_wait_child(grandchild, CHILD_TIMEOUT_S);
+        int status = wait_child(grandchild);
         CHECK_CHILD_EXITED_0(status);
-        exit(0);
+        _exit(0);
     }
-    int status = hak_wait_child(pid, 2 * CHILD_TIMEOUT_S);
+    atomic_store(&pause_hammering, true);
+    int status = wait_child(pid);
     CHECK_CHILD_EXITED_0(status);
     stop_hammers();
 }
@@ -172,7 +206,7 @@ static void fork_while_reporting(void)
             free(malloc(100));
             _exit(mi.arena > 0 ? 0 : 1);
         }
-        int status = hak_wait_child(pid, CHILD_TIMEOUT_S);
+        int status = hak_wait_child(pid, CHILD_STALL_S);
         CHECK_CHILD_EXITED_0(status);
     }
     atomic_store(&stop_reporting, true);

@@ -31,10 +31,23 @@ static void *allocate_then_free_a_quarter(void *arg)
     return NULL;
 }
 
+/* mallinfo2 and malloc_stats are hakmem's only under the standard names
+ * (sanitizer builds reach hakmem as hak_*: the JSON snapshots still apply). */
+#ifdef HAK_TEST_STANDARD_NAMES
+#define print_report() malloc_stats()
+#else
+#define print_report() hak_stats_print()
+#endif
+
 int main(void)
 {
     hak_test_begin("test_stats");
+#ifdef HAK_TEST_STANDARD_NAMES
     struct mallinfo2 before = mallinfo2();
+#endif
+    /* main's heap first: a heap made after the thread's exit would be the
+     * thread's, recycled, which may take back its full pages as its own. */
+    free(malloc(16));
     snapshot("start");
 
     pthread_t t = hak_thread_start(allocate_then_free_a_quarter, NULL);
@@ -44,11 +57,13 @@ int main(void)
     memset(huge, 1, 3 * MiB);
     snapshot("held");
 
+#ifdef HAK_TEST_STANDARD_NAMES
     struct mallinfo2 held = mallinfo2();
     size_t expect = (size_t)(N - N / 4) * SIZE + 3 * MiB;
     CHECKF(held.uordblks >= before.uordblks + expect, "mallinfo2 in use %zu -> %zu, expected +%zu",
            before.uordblks, held.uordblks, expect);
     CHECKF(held.hblks >= 1 && held.hblkhd >= 3 * MiB, "huge blocks %zu, %zu bytes", held.hblks, held.hblkhd);
+#endif
 
     for (int i = N / 4; i < N; i++) {
         CHECK_PATTERN(blocks[i], SIZE, (uint64_t)i);
@@ -56,6 +71,6 @@ int main(void)
     }
     free(huge);
     snapshot("freed");
-    malloc_stats();   /* the text report, on stderr */
+    print_report();   /* the text report, on stderr */
     return 0;
 }

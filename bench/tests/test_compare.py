@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""bench/compare.py fails closed and judges against measured noise: each
+case builds two small synthetic result files and checks the exit status
+(0 comparable and no regression, 1 regression, 2 incomparable) and that
+the output names what is wrong. Needs no allocator installed."""
+import contextlib
+import copy
+import io
+import json
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+COMPARE = Path(__file__).resolve().parent.parent / "compare.py"
+sys.path.insert(0, str(COMPARE.parent))
+import compare as compare_py  # noqa: E402
+ALLOCATORS = ["glibc", "hakmem", "mimalloc", "tcmalloc"]
+WORKLOADS = {"alpha": [], "beta": [], "gamma": [], "delta": [], "memreturn": ["rss_after_free_kb"]}
+JITTER = [1.00, 1.01, 0.99, 1.02, 0.98]  # per round: a 4% spread
+
+
+def result(mode="full", hakmem_time=None, jitter=None):
+    """A run.py result: every allocator 5 rounds of every workload.
+    hakmem_time: {workload: factor} on hakmem's time; jitter: {workload:
+    [per-round factors]} on hakmem's time only (noise in the paired ratio)."""
+    hakmem_time, jitter = hakmem_time or {}, jitter or {}
+    runs = []
+    for wi, (w, metrics) in enumerate(WORKLOADS.items()):
+        for rnd in range(1, 6):
+            for ai, a in enumerate(ALLOCATORS):
+                j = JITTER[rnd - 1]  # shared by all allocators of the round: drift cancels
+                t = (1.0 + wi) * (1.0 + 0.1 * ai) * j
+                if a == "hakmem":
+                    t *= hakmem_time.get(w, 1.0) * jitter.get(w, [1.0] * 5)[rnd - 1]
+                rss = 10000 + 1000 * ai + 100 * wi
+                runs.append({"workload": w, "allocator": a, "rep": rnd, "status": "ok", "exit_code": 0,
+                             "wall_s": t, "time_s": t, "maxrss_kb": rss, "heap_rss_kb": rss - 900,
+                             "metrics": {m: 5000.0 + ai for m in metrics}, "stderr": ""})
+    return {"commit": "test", "mode": mode, "repeats": 5,
+            "allocators": {a: "" if a == "glibc" else f"/lib/{a}.so" for a in ALLOCATORS},
+            "workloads": [{"name": w, "metrics": m, "argv": [w, f"--size={'4' if mode == 'quick' else '16'}"]}
+                          for w, m in WORKLOADS.items()],
+            "verify": {a: {"status": "ok", "exit_code": 0, "stderr": ""} for a in ALLOCATORS},
+            "runs": runs}
+
+
+def compare(old, new, *args):
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for name, r in (("old.json", old), ("new.json", new)):
+            p = Path(d) / name
+            p.write_text(json.dumps(r))
+            paths.append(str(p))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = compare_py.main(paths + list(args))
+    return code, out.getvalue()
+
+
+class FailsClosed(unittest.TestCase):
+    def assertIncomparable(self, old, new, *expected, args=()):
+        code, out = compare(old, new, *args)
+        self.assertEqual(code, 2, out)
+        self.assertIn("INCOMPLETE", out)
+        for text in expected:
+            self.assertIn(text, out)
+
+    def test_identical_runs_pass(self):
+        code, out = compare(result(), result())
+        self.assertEqual(code, 0, out)
+        self.assertIn("no regression", out)
+
+    def test_allocator_missing_from_either_run(self):
+        new = result()
+        del new["allocators"]["mimalloc"]
+        new["runs"] = [r for r in new["runs"] if r["allocator"] != "mimalloc"]
+        self.assertIncomparable(result(), new, "allocator mimalloc is absent from NEW")
+        self.assertIncomparable(new, result(), "allocator mimalloc is absent from OLD")
+
+    def test_workload_missing_from_either_run(self):
+        new = result()
+        new["workloads"] = [w for w in new["workloads"] if w["name"] != "beta"]
+        new["runs"] = [r for r in new["runs"] if r["workload"] != "beta"]
+        self.assertIncomparable(result(), new, "workload beta is absent from NEW")
+        self.assertIncomparable(new, result(), "workload beta is absent from OLD")
+
+    def test_any_fail_of_any_allocator(self):
+        new = result()
+        run = next(r for r in new["runs"] if r["workload"] == "gamma" and r["allocator"] == "tcmalloc")
+        run.update(status="fail", exit_code=2)
+        self.assertIncomparable(result(), new, "gamma FAILed under tcmalloc")
+        self.assertIncomparable(new, result(), "OLD: gamma FAILed under tcmalloc")
+
+    def test_verification_fail(self):
+        new = result()
+        new["verify"]["mimalloc"] = {"status": "fail", "exit_code": 2, "stderr": "block overlaps"}
+        self.assertIncomparable(result(), new, "verification pass FAILed under mimalloc")
+
+    def test_peer_left_out_for_failing_verification_in_both_runs(self):
+        # run.py leaves such a peer out of the run: not a reason to fail.
+        runs = []
+        for r in (result(), result()):
+            r["verify"]["jemalloc"] = {"status": "fail", "exit_code": 2, "stderr": "not 256-aligned"}
+            runs.append(r)
+        code, out = compare(*runs)
+        self.assertEqual(code, 0, out)
+
+    def test_missing_workload_metric(self):
+        new = result()
+        run = next(r for r in new["runs"] if r["workload"] == "memreturn" and r["allocator"] == "glibc")
+        del run["metrics"]["rss_after_free_kb"]
+        self.assertIncomparable(result(), new, "NEW lacks the measure rss_after_free_kb in memreturn")
+
+    def test_workload_run_with_other_arguments(self):
+        new = result()
+        new["workloads"][0]["argv"] = ["alpha", "--size=32"]
+        self.assertIncomparable(result(), new, "workload alpha ran with other arguments")
+
+    def test_unknown_ref(self):
+        self.assertIncomparable(result(), result(), "unknown --ref jemalloc", args=("--ref", "jemalloc"))
+
+    def test_quick_against_full(self):
+        self.assertIncomparable(result(mode="full"), result(mode="quick"), "quick run")
+
+    def test_result_from_before_heap_rss_and_verification(self):
+        old = copy.deepcopy(result())
+        del old["verify"]
+        for r in old["runs"]:
+            del r["heap_rss_kb"], r["time_s"]  # time falls back to wall_s
+        old["workloads"] = [{"name": w["name"], "metric": (w["metrics"] or [""])[0]} for w in old["workloads"]]
+        self.assertIncomparable(old, result(), "OLD has no verification pass record",
+                                "OLD lacks the measure heap_rss in every common workload",
+                                "OLD does not record the workloads' arguments")
+
+    def test_missing_old_file(self):
+        run = subprocess.run([sys.executable, str(COMPARE), "/nonexistent/old.json", "/nonexistent/new.json"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(run.returncode, 0)
+
+
+class JudgedAgainstNoise(unittest.TestCase):
+    def test_one_workload_much_slower(self):
+        code, out = compare(result(), result(hakmem_time={"beta": 1.3}))
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"beta\s+time .*REGRESSION")
+
+    def test_uniform_8_percent_slowdown_fails_on_the_geomean(self):
+        code, out = compare(result(), result(hakmem_time={w: 1.08 for w in WORKLOADS}))
+        self.assertEqual(code, 1, out)
+        self.assertNotRegex(out, r"(alpha|beta|gamma|delta|memreturn)\s+time .*REGRESSION")  # each within 10%
+        self.assertRegex(out, r"time\s+1\.080 over 5 workloads\s+REGRESSION")
+
+    def test_change_within_a_noisy_workloads_spread_passes(self):
+        noisy = {"gamma": [1.0, 1.3, 0.8, 1.1, 0.9]}  # paired ratios spread ~50%
+        old = result(jitter=noisy)
+        code, out = compare(old, result(hakmem_time={"gamma": 1.15}, jitter=noisy))
+        self.assertEqual(code, 0, out)
+        # The same 15% on a quiet workload is a regression.
+        code, out = compare(result(), result(hakmem_time={"alpha": 1.15}))
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"alpha\s+time .*REGRESSION")
+
+    def test_improvement_is_not_a_regression(self):
+        code, out = compare(result(), result(hakmem_time={w: 0.8 for w in WORKLOADS}))
+        self.assertEqual(code, 0, out)
+        self.assertIn("improved", out)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,107 @@
+/* Statistics taken while other threads allocate, free and exit: the
+ * reports read per-heap counters and page fields their owners are writing
+ * (ThreadSanitizer checks that every such read is race-free), and must
+ * still count every thread exactly once. Once the threads are gone, the
+ * counts of the test's size class must be exact.
+ *
+ * ctest runs it with HAKMEM_STATS=1 (calls counted) and without. */
+#include "hak_test.h"
+
+#include <stdatomic.h>
+#include <sys/syscall.h>
+
+#define SIZE 5000   /* class 5120: nothing else here uses it */
+enum { WORKERS = 4, GENERATIONS = 100, BLOCKS = 200, KEPT = BLOCKS / 4 };
+
+static void *kept[WORKERS][KEPT];   /* a generation's blocks, freed by the next */
+static atomic_bool stop;
+
+static const char *report(void)
+{
+    static char buf[1 << 16];
+    int fd = (int)syscall(SYS_memfd_create, "report", 0);
+    CHECK(fd >= 0);
+    hak_stats_write_json(fd);
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    CHECK(n > 0);
+    buf[n] = 0;
+    return buf;
+}
+
+/* A field of the test class in a report; 0 if the class is not there. */
+static uint64_t class_field(const char *json, const char *field)
+{
+    char key[32];
+    snprintf(key, sizeof key, "{\"size\":%d,", 5120);
+    const char *c = strstr(json, key);
+    if (c == NULL) return 0;
+    char name[40];
+    snprintf(name, sizeof name, "\"%s\":", field);
+    const char *f = strstr(c, name);
+    CHECKF(f != NULL, "no %s in %.200s", field, c);
+    return strtoull(f + strlen(name), NULL, 10);
+}
+
+static void *reporter(void *arg)
+{
+    size_t *reports = arg;
+    while (!atomic_load(&stop)) {
+        report();
+        (*reports)++;
+    }
+    return NULL;
+}
+
+static void *worker(void *arg)
+{
+    size_t w = (size_t)arg;
+    for (size_t i = 0; i < KEPT; i++) free(kept[w][i]);   /* the last generation's: remote frees */
+    void *blocks[BLOCKS];
+    for (size_t i = 0; i < BLOCKS; i++) {
+        blocks[i] = malloc(SIZE);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i], (int)w, 64);
+    }
+    for (size_t i = 0; i < KEPT; i++) kept[w][i] = blocks[i];
+    for (size_t i = KEPT; i < BLOCKS; i++) free(blocks[i]);
+    return NULL;
+}
+
+static void reports_while_threads_come_and_go(void)
+{
+    bool counted = getenv("HAKMEM_STATS") != NULL;
+    const char *start = report();
+    uint64_t allocs0 = class_field(start, "allocs"), frees0 = class_field(start, "frees");
+    size_t reports = 0;
+    pthread_t r = hak_thread_start(reporter, &reports);
+    for (size_t g = 0; g < GENERATIONS; g++) {
+        pthread_t t[WORKERS];
+        for (size_t w = 0; w < WORKERS; w++) t[w] = hak_thread_start(worker, (void *)w);
+        for (size_t w = 0; w < WORKERS; w++) pthread_join(t[w], NULL);
+    }
+    atomic_store(&stop, true);
+    pthread_join(r, NULL);
+    for (size_t w = 0; w < WORKERS; w++)
+        for (size_t i = 0; i < KEPT; i++) free(kept[w][i]);
+    hak_collect();   /* adopt the dead threads' pages and their remote frees */
+
+    const char *end = report();
+    uint64_t total = (uint64_t)GENERATIONS * WORKERS * BLOCKS;
+    if (counted) {
+        CHECKF(class_field(end, "allocs") - allocs0 == total, "allocs %llu, expected %llu",
+               (unsigned long long)(class_field(end, "allocs") - allocs0), (unsigned long long)total);
+        CHECKF(class_field(end, "frees") - frees0 == total, "frees %llu, expected %llu",
+               (unsigned long long)(class_field(end, "frees") - frees0), (unsigned long long)total);
+    }
+    CHECKF(class_field(end, "live") == 0, "live %llu", (unsigned long long)class_field(end, "live"));
+    CHECK(reports > 0);
+    printf("     %s, %zu reports meanwhile\n", counted ? "counted" : "not counted", reports);
+}
+
+int main(void)
+{
+    hak_test_begin("test_stats_concurrent");
+    RUN_CASE(reports_while_threads_come_and_go);
+    return 0;
+}
