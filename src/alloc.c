@@ -61,13 +61,28 @@ static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
   return p;
 }
 
+/* Every malloc of a block in a page comes here when calls are counted
+ * (HAKMEM_STATS), or tracked under memcheck (tracking.h). */
+static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, size_t bin) {
+  if (hak_tracking) hak_track_open(page->free);   /* page_pop reads its link */
+  void *b = page_pop(page);
+  if (hak_tracking) hak_track_handout(b, false);
+  hak_counter_inc(&heap->stats[bin].allocs);
+  return b;
+}
+
+/* A large or huge block. */
+static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, bool zero) {
+  if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
+  void *p = size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
+  if (hak_unlikely(hak_tracking)) hak_track_handout(p, zero);
+  return p;
+}
+
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
   if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
-  if (size > HAK_MEDIUM_MAX) {
-    if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
-    return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
-  }
+  if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
@@ -76,8 +91,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
-  void *b = page_pop(page);
-  if (hak_owner_counted) hak_counter_inc(&heap->stats[bin].allocs);
+  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin) : page_pop(page);
   if (zero) memset(b, 0, size);
   return b;
 }
@@ -124,7 +138,9 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
    * blocks start on a slice. */
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
     return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(size), hak_heap_get(), zero), size);
-  return HAK_HANDOUT(hak_huge_alloc(HAK_REQUEST(size), align, zero), size);
+  void *p = hak_huge_alloc(HAK_REQUEST(size), align, zero);
+  if (hak_unlikely(hak_tracking)) hak_track_handout(p, zero);
+  return HAK_HANDOUT(p, size);
 }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -191,7 +207,7 @@ void *hak_realloc(void *p, size_t size) {
   hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
   size_t usable = ref.usable;
   if (size <= usable && size >= usable / 2) return p;   /* fits, without wasting half */
-  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX) {
+  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
     void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
     if (q != NULL) return q;
   }

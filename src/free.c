@@ -133,6 +133,19 @@ static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool re
   return heap;
 }
 
+/* Every free of a block in a page when calls are counted (HAKMEM_STATS),
+ * or tracked under memcheck (tracking.h). */
+static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_block_t *b, bool local) {
+  heap = count_free(heap, page->bin, !local);
+  if (hak_tracking) {   /* free now, but its link and tag are ours to write */
+    hak_track_free(b);
+    hak_track_open(b);
+  }
+  if (local) free_local(heap, page, b);
+  else free_remote(page, b);   /* its link stays open until its owner collects it */
+  if (hak_tracking && local) hak_track_close(b);
+}
+
 /* Every free the fast path does not take: blocks of other threads' pages
  * or of nobody's, of pages with aligned blocks or of several slices, large
  * and huge blocks, counted frees, and every misuse (found here exactly). */
@@ -142,6 +155,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_page_t *page = ref.page;
   if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
+    if (hak_unlikely(hak_tracking)) hak_track_free(p);
     if (ref.seg == NULL) hak_giant_free(p);
     else if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page);
     else hak_huge_free(ref.seg, page);
@@ -154,8 +168,8 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   bool local = owner_heap == mine ||
                (owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
                 hak_page_try_readopt(heap, page));   /* our own full page: take it back */
-  if (hak_unlikely(hak_owner_counted)) heap = count_free(heap, page->bin, !local);
-  if (local) free_local(heap, page, b);
+  if (hak_unlikely(hak_owner_counted)) free_counted(heap, page, b, local);
+  else if (local) free_local(heap, page, b);
   else free_remote(page, b);
 }
 

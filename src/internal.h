@@ -574,6 +574,7 @@ extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes 
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #include "secure.h"
+#include "tracking.h"
 #include "exports.h"
 
 #endif

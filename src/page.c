@@ -110,6 +110,7 @@ static void page_extend(hak_page_t *page) {
   if (most == 0) most = 1;
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
+  if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, false);
 #if HAKMEM_SECURE
   hak_secure_carve(page, first, n);   /* in random order */
 #else
@@ -122,6 +123,7 @@ static void page_extend(hak_page_t *page) {
   b->free_tag = hak_free_tag(b, page);
   page->free = (hak_block_t *)first;
 #endif
+  if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, true);
   page->capacity = (uint16_t)(page->capacity + n);
   page_update_check(page);
 }
@@ -137,6 +139,7 @@ static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
   size_t used = hak_page_used(page);
   if (count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
   hak_block_set_next(page, tail, page->local_free);
+  if (hak_unlikely(hak_tracking)) hak_track_close_list(page, list, tail);
   page->local_free = list;
   hak_page_used_set(page, (uint16_t)(used - count));
 }

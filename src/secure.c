@@ -4,15 +4,16 @@
  *
  * Every block of the secure variant ends in a canary trailer:
  *
- *   p ........ p+size  [pattern, up to 64 B]  ...  [slack:u32 | check:u32]
+ *   p ........ p+size  [pattern, up to 16 B]  ...  [slack:u32 | check:u32]
  *   (the caller's)      CANARY_BYTE                 last 8 bytes of the block
  *
  * slack is the count of bytes between the request and the trailer, so the
  * requested size needs no room anywhere else (not in the page descriptor,
  * not in a side table) and is found from the block's end, which the exact
- * block lookup gives anyway. check is a keyed hash of the address and the
- * slack: an overflow that reaches the trailer changes it, and one that
- * stops short changes the pattern bytes. Both are checked whenever the
+ * block lookup gives anyway. Both words hold the slack, each masked with
+ * its half of a keyed hash of the block's address: an overflow that
+ * reaches the trailer makes them disagree, and one that stops short
+ * changes the pattern bytes. Both are checked whenever the
  * block comes back (free, realloc, malloc_usable_size).
  *
  * A freed block then waits in its thread's quarantine (FIFO, bounded by
@@ -115,13 +116,18 @@ void hak_secure_segment_init(hak_segment_t *seg) {
 #define FREED_BYTE      0xdf
 #define FREED_WORD      0xdfdfdfdfdfdfdfdfULL
 
+/* Both words are masked with a keyed hash of the block's address, so no
+ * byte of the trailer has a predictable value: an off-by-one that writes
+ * a 0 (a string's terminator) into a block with no pattern bytes changes
+ * it too, except by a 1-in-256 chance. */
 typedef struct trailer_s {
-  uint32_t slack;                        /* bytes from the request's end to the trailer */
-  uint32_t check;
+  uint32_t slack;                        /* bytes from the request's end to the trailer, masked */
+  uint32_t check;                        /* the slack, masked differently */
 } trailer_t;
 
-static uint32_t trailer_check(const void *p, uint32_t slack) {
-  return (uint32_t)mix(key() ^ (uintptr_t)p ^ ((uint64_t)slack << 48));
+static trailer_t trailer_encode(const void *p, uint32_t slack) {
+  uint64_t h = mix(key() ^ (uintptr_t)p);
+  return (trailer_t){ slack ^ (uint32_t)h, slack ^ (uint32_t)(h >> 32) };
 }
 
 /* Bytes from p to the end of its block: the free fast path's check finds a
@@ -148,7 +154,7 @@ void *hak_secure_handout(void *p, size_t size) {
   if (slack > UINT32_MAX) slack = UINT32_MAX;
   uint8_t *end = (uint8_t *)p + usable;
   memset(end - HAK_CANARY_SIZE - slack, CANARY_BYTE, slack < CANARY_PATTERN ? slack : CANARY_PATTERN);
-  trailer_t t = { (uint32_t)slack, trailer_check(p, (uint32_t)slack) };
+  trailer_t t = trailer_encode(p, (uint32_t)slack);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -165,13 +171,14 @@ static HAK_NORETURN void report_overflow(hak_op_t op, const void *p, size_t size
  * p on; reports an overflow. */
 static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
   const uint8_t *end = (const uint8_t *)p + usable;
-  trailer_t t;
-  memcpy(&t, end - HAK_CANARY_SIZE, sizeof t);
-  if (t.slack > usable - HAK_CANARY_SIZE || t.check != trailer_check(p, t.slack))
+  trailer_t stored, mask = trailer_encode(p, 0);
+  memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
+  uint32_t slack = stored.slack ^ mask.slack;
+  if (slack != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE)
     report_overflow(op, p, SIZE_MAX, 0);
-  size_t size = usable - HAK_CANARY_SIZE - t.slack;
+  size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
-  size_t n = t.slack < CANARY_PATTERN ? t.slack : CANARY_PATTERN;
+  size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
   if (hak_likely(n >= 8)) {   /* two (maybe overlapping) words cover the 8 to 16 bytes */
     uint64_t first, last;
     memcpy(&first, pattern, 8);

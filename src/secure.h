@@ -10,13 +10,13 @@
  *                     free or overflow write cannot steer malloc)
  *   fresh blocks      carved onto the free list in random order
  *   canary            an 8-byte trailer at the end of every block (the
- *                     bytes between the request and the block end, and a
- *                     keyed check of that count), plus up to 64 pattern
+ *                     count of bytes between the request and it, twice,
+ *                     masked with a keyed hash), plus up to 16 pattern
  *                     bytes right after the request: checked on free,
  *                     realloc and malloc_usable_size
  *   quarantine        freed blocks wait in a per-thread FIFO before they
- *                     are reused, filled with a pattern that is checked
- *                     when they leave it (use-after-free writes)
+ *                     are reused, their first 64 bytes filled with a
+ *                     pattern that is checked when they leave it
  *   guard page        the last OS page of a segment's metadata is
  *                     inaccessible: an underflow from the first data
  *                     slice faults instead of rewriting page descriptors

@@ -83,7 +83,7 @@ static void underflow_of(size_t size)
             }
     CHECKF(a != NULL && (size_t)(b - a) < 2 * size, "no two neighbouring blocks of %zu bytes", size);
     hak_announce(a);   /* the block whose end the underflow overwrites */
-    ((char *)hak_opaque_ptr(b))[-1] = 'x';
+    ((char *)hak_opaque_ptr(b))[-1] ^= 0x5a;   /* a write that changes the byte, whatever it held */
     free(b);
     free(a);
 }
