@@ -62,21 +62,29 @@ static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
 }
 
 /* Every malloc of a block in a page comes here when calls are counted
- * (HAKMEM_STATS), or tracked under memcheck (tracking.h). */
-static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, size_t bin) {
+ * (HAKMEM_STATS), or tracked by a tool (tracking.h). */
+static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, size_t bin, size_t size) {
   if (hak_tracking) hak_track_open(page->free);   /* page_pop reads its link */
   void *b = page_pop(page);
-  if (hak_tracking) hak_track_handout(b, false);
+  if (hak_tracking) hak_track_handout(b, size, false);
   hak_counter_inc(&heap->stats[bin].allocs);
   return b;
+}
+
+/* Under a tool, a large or huge block is handed out to the tool before it
+ * is zeroed, so the tool sees the zeroing as the program's. */
+static HAK_NOINLINE void *beyond_classes_tracked(size_t size, size_t align, hak_heap_t *heap, bool zero) {
+  void *p = align == 0 && size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, false) : hak_huge_alloc(size, align, false);
+  hak_track_handout(p, size, false);
+  if (zero && p != NULL) memset(p, 0, size);
+  return p;
 }
 
 /* A large or huge block. */
 static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
-  void *p = size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
-  if (hak_unlikely(hak_tracking)) hak_track_handout(p, zero);
-  return p;
+  if (hak_unlikely(hak_tracking)) return beyond_classes_tracked(size, 0, heap, zero);
+  return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
 }
 
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
@@ -91,7 +99,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     page = hak_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
-  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin) : page_pop(page);
+  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : page_pop(page);
   if (zero) memset(b, 0, size);
   return b;
 }
@@ -138,8 +146,8 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
    * blocks start on a slice. */
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
     return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(size), hak_heap_get(), zero), size);
-  void *p = hak_huge_alloc(HAK_REQUEST(size), align, zero);
-  if (hak_unlikely(hak_tracking)) hak_track_handout(p, zero);
+  void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(HAK_REQUEST(size), align, NULL, zero)
+                                       : hak_huge_alloc(HAK_REQUEST(size), align, zero);
   return HAK_HANDOUT(p, size);
 }
 
@@ -183,6 +191,7 @@ size_t hak_malloc_usable_size(const void *p) {
   if (p == NULL) return 0;
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
+  if (hak_unlikely(hak_tracking)) hak_track_resize((void *)p, ref.usable, ref.usable);   /* all of it is the caller's now */
   return ref.usable;
 }
 
@@ -206,7 +215,10 @@ void *hak_realloc(void *p, size_t size) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
   size_t usable = ref.usable;
-  if (size <= usable && size >= usable / 2) return p;   /* fits, without wasting half */
+  if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
+    if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
+    return p;
+  }
   if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
     void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
     if (q != NULL) return q;
@@ -219,6 +231,7 @@ void *hak_realloc(void *p, size_t size) {
     q = hak_malloc(usable + usable / 4);
   if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  if (hak_unlikely(hak_tracking)) hak_track_resize(p, usable, usable);   /* the copy reads past the request */
   memcpy(q, p, usable < size ? usable : size);
   hak_free(p);
   return q;

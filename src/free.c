@@ -37,7 +37,7 @@ HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what)
 
 /* A free block carries its tag (see hak_block_t); carved blocks get it too,
  * so a block malloc never handed out counts as free. */
-static inline bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
+static inline HAK_NO_ASAN bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
   return b->free_tag == hak_free_tag(b, page);
 }
 
@@ -100,11 +100,21 @@ static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
   b->free_tag = tag;
 }
 
-static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+static inline void push_local(hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
   hak_block_set_next(page, b, page->local_free);
   page->local_free = b;
+}
+
+/* After a local free: a page whose blocks are all free again goes back to
+ * its arena (and may belong to another thread at once). */
+static inline void release_local(hak_heap_t *heap, hak_page_t *page) {
   if (hak_unlikely(hak_page_used_dec_is_zero(page)) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
+}
+
+static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  push_local(page, b);
+  release_local(heap, page);
 }
 
 static void free_remote(hak_page_t *page, hak_block_t *b) {
@@ -138,12 +148,16 @@ static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool re
 static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_block_t *b, bool local) {
   heap = count_free(heap, page->bin, !local);
   if (hak_tracking) {   /* free now, but its link and tag are ours to write */
-    hak_track_free(b);
+    hak_track_free(b, page->block_size, true);
     hak_track_open(b);
   }
-  if (local) free_local(heap, page, b);
-  else free_remote(page, b);   /* its link stays open until its owner collects it */
-  if (hak_tracking && local) hak_track_close(b);
+  if (local) {
+    push_local(page, b);
+    if (hak_tracking) hak_track_close(b);   /* before the page may change hands */
+    release_local(heap, page);
+  } else {
+    free_remote(page, b);   /* its link stays open until its owner collects it */
+  }
 }
 
 /* Every free the fast path does not take: blocks of other threads' pages
@@ -155,7 +169,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_page_t *page = ref.page;
   if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
-    if (hak_unlikely(hak_tracking)) hak_track_free(p);
+    if (hak_unlikely(hak_tracking)) hak_track_free(p, ref.usable, false);
     if (ref.seg == NULL) hak_giant_free(p);
     else if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page);
     else hak_huge_free(ref.seg, page);

@@ -52,6 +52,12 @@
 #define HAK_INTERNAL    __attribute__((visibility("hidden")))
 #define HAK_NOINLINE    __attribute__((noinline))
 #define HAK_NORETURN    __attribute__((noreturn))
+/* Reads of a block the ASan build may have poisoned (tracking.h). */
+#if defined(__SANITIZE_ADDRESS__)
+#define HAK_NO_ASAN     __attribute__((no_sanitize_address))
+#else
+#define HAK_NO_ASAN
+#endif
 
 /* ---------------------------------------------------------------- sizes */
 

@@ -180,11 +180,15 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
  * make up every carved block; the free fast path's check matches. */
 static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, size_t *count) {
   const uint8_t *area = hak_page_area(page);
-  for (; b != NULL; b = hak_block_next(page, b)) {
+  for (const hak_block_t *next; b != NULL; b = next) {
     size_t offset = (size_t)((const uint8_t *)b - area);
-    if ((const uint8_t *)b < area || offset % page->block_size != 0 ||
-        offset / page->block_size >= page->capacity || b->free_tag != hak_free_tag(b, page))
+    if ((const uint8_t *)b < area || offset % page->block_size != 0 || offset / page->block_size >= page->capacity)
       return false;
+    if (hak_tracking) hak_track_open((void *)b);   /* a free block: closed to tools */
+    bool tagged = b->free_tag == hak_free_tag(b, page);
+    next = hak_block_next(page, b);
+    if (hak_tracking) hak_track_close((void *)b);
+    if (!tagged) return false;
     if (++*count > page->capacity) return false;   /* a cycle */
   }
   return true;
@@ -269,6 +273,7 @@ void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 /* ------------------------------------------------------------ ownership */
 
 static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
+  if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
   hak_counter_inc(&heap->stats[page->bin].pages_freed);
