@@ -52,7 +52,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     heap = hak_heap_thread_init();
     if (heap == NULL) { errno = ENOMEM; return NULL; }
   }
-  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
+  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
   if (size > HAK_MEDIUM_MAX) {
     if (hak_owner_counted) heap->stats[0].allocs++;
     return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);

@@ -95,41 +95,6 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   pthread_mutex_unlock(&heaps_lock);
 }
 
-_Atomic(bool) hak_work_pending;
-
-/* From the malloc slow path: return memory whose delay has run out. One
- * load when nothing is pending. The flag is cleared before looking, so a
- * note made meanwhile is not lost. */
-void hak_heap_due_work(hak_heap_t *heap) {
-  if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
-  if (!atomic_exchange_explicit(&hak_work_pending, false, memory_order_seq_cst)) return;
-  bool pending = hak_arenas_purge_due();
-  pending |= hak_huge_cache_decay();
-  pending |= hak_reclaim_sweep(heap, false);
-  if (pending) hak_note_pending_work();
-}
-
-/* Return free memory to the OS now: the calling thread's empty pages, the
- * free spans of every arena, the cached huge blocks. */
-void hak_collect(void) {
-  hak_heap_t *heap = hak_heap_get();
-  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
-  if (heap != NULL) {
-    hak_heap_free_empty_pages(heap);
-    hak_reclaim_sweep(heap, true);
-  }
-  hak_arenas_purge_all();
-  hak_huge_cache_flush();
-}
-
-#if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-__attribute__((visibility("default"))) int malloc_trim(size_t pad) {
-  (void)pad;
-  hak_collect();
-  return 1;
-}
-#endif
-
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
   pthread_mutex_lock(&heaps_lock);
   for (hak_heap_t *h = heaps_live; h != NULL; h = h->list_next) fn(h, arg);

@@ -32,6 +32,7 @@ static void fork_parent(void) {
   hak_stats_fork_parent();
 }
 static void fork_child(void) {
+  hak_purger_fork_child();
   hak_huge_fork_child();
   hak_segments_fork_child();
   hak_reclaim_fork_child();

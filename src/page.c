@@ -141,10 +141,6 @@ typedef struct reclaim_s {
 
 static reclaim_t reclaims[HAK_BINS];
 static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(uint64_t) published_count;   /* pages published, ever */
-static _Atomic(uint64_t) swept_count;       /* published_count at the last sweep */
-static _Atomic(uint64_t) swept_at;          /* ms: when the last sweep began */
-static _Atomic(bool) sweep_owed;            /* the last sweep put pages back: look again later */
 
 static void reclaim_push(hak_page_t *page) {
   reclaim_t *r = &reclaims[page->bin];
@@ -155,9 +151,8 @@ static void reclaim_push(hak_page_t *page) {
 }
 
 void hak_page_publish(hak_page_t *page) {
-  atomic_fetch_add_explicit(&published_count, 1, memory_order_relaxed);
   reclaim_push(page);
-  hak_note_pending_work();
+  hak_note_sweep_news();
 }
 
 static hak_page_t *reclaim_pop(size_t bin) {
@@ -198,8 +193,7 @@ static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
  * it is published for adoption now; full, it waits for its first remote free
  * to be published. `last_owner` may take it back on free (NULL at exit).
  * `swept`: the reclaim sweep puts back a page it took, which is not news
- * (it does not count as a new publication; the sweep itself asks to look
- * again, see hak_reclaim_sweep). */
+ * (a free into it later is, see hak_note_sweep_news). */
 static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
   atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
@@ -301,23 +295,13 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
 }
 
 /* Pages published for a class that nobody allocates any more would keep
- * their memory for ever, even once every block in them is freed. So, at
- * most once per purge delay and only if something was published since, a
- * thread in the slow path takes every published page, frees those with no
- * live block and publishes the rest again. `force`: now (hak_collect).
- * True if a sweep is still owed for later. */
-bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
-  uint64_t published = atomic_load_explicit(&published_count, memory_order_relaxed);
-  long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  bool news = published != atomic_load_explicit(&swept_count, memory_order_relaxed) ||
-              atomic_load_explicit(&sweep_owed, memory_order_relaxed);
-  if (!force && (!news || delay < 0)) return false;
-  uint64_t now = hak_clock_ms();
-  if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return true;
-  if (force) pthread_mutex_lock(&reclaim_lock);
-  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return true;
-  atomic_store_explicit(&swept_at, now, memory_order_relaxed);
-  atomic_store_explicit(&swept_count, published, memory_order_relaxed);
+ * their memory for ever, even once every block in them is freed. So the
+ * sweep (when: purge.c) takes every published page, frees those with no
+ * live block and publishes the rest again. `wait`: even if a popper holds
+ * the queues (else the sweep is skipped: false). */
+bool hak_reclaim_sweep(hak_heap_t *heap, bool wait) {
+  if (wait) pthread_mutex_lock(&reclaim_lock);
+  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return false;
   hak_page_t *taken = NULL;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     reclaim_t *r = &reclaims[bin];
@@ -327,22 +311,14 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
     atomic_store_explicit(&r->has_queued, false, memory_order_relaxed);
   }
   pthread_mutex_unlock(&reclaim_lock);
-  bool put_back = false;
   while (taken != NULL) {
     hak_page_t *page = taken;
     taken = page->next;
     page_adopt(heap, page);
-    if (page->used == 0) {
-      page_free_span(heap, page);
-    } else {
-      page_abandon(page, NULL, true);
-      put_back = true;
-    }
+    if (page->used == 0) page_free_span(heap, page);
+    else page_abandon(page, NULL, true);
   }
-  /* Pages put back may be emptied by remote frees later, which publish
-   * nothing new (they are published already): look at them again. */
-  atomic_store_explicit(&sweep_owed, put_back, memory_order_relaxed);
-  return put_back;
+  return true;
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */

@@ -6,8 +6,8 @@
  * pages, and takes them back, coalescing free neighbours. Free spans keep
  * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
  * so bursts reuse resident memory without system calls; fully free segments
- * beyond HAK_EMPTY_SEGMENTS_KEPT per arena are unmapped. (Purges run from span frees and from
- * the malloc slow path, see hak_heap_due_work.) (Huge segments: huge.c.) */
+ * beyond HAK_EMPTY_SEGMENTS_KEPT per arena are unmapped. When purges are due
+ * and how long the delay is: purge.c. (Huge segments: huge.c.) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -30,7 +30,10 @@ void hak_arenas_init(void) {
   long n = hak_option(HAK_OPT_ARENAS);
   if (n <= 0) n = (long)hak_cpu_count();
   arena_count = n > HAK_ARENAS_MAX ? HAK_ARENAS_MAX : (unsigned)n;
-  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) arena_lock_init(&arenas[i]);
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) {
+    arena_lock_init(&arenas[i]);
+    hak_purge_clock_init(&arenas[i].clock);
+  }
 }
 
 unsigned hak_arena_count(void) { return arena_count; }
@@ -55,16 +58,17 @@ static size_t slice_index(const hak_page_t *span) { return (size_t)(span - hak_s
 
 /* A free span maps only its first and last slice: coalescing needs no more
  * (its interior entries still name some descriptor of the segment). */
-/* Which slices may hold resident memory is kept per slice: a freed page
- * marks its slices, a purge clears them, and a split counts what it takes,
- * so a span merged with never-touched neighbours is not counted whole. */
-static void slices_mark_dirty(hak_page_t *first, size_t n, uint8_t dirty) {
-  for (size_t i = 0; i < n; i++) first[i].dirty = dirty;
+/* Which slices may hold resident memory is kept per slice (HAK_SLICE_*): a
+ * freed page marks its slices dirty, a purge marks them purged, and a split
+ * counts what it takes, so a span merged with never-touched neighbours is
+ * not counted whole. */
+static void slices_mark(hak_page_t *first, size_t n, uint8_t state) {
+  for (size_t i = 0; i < n; i++) first[i].dirty = state;
 }
 
-static size_t slices_count_dirty(const hak_page_t *first, size_t n) {
+static size_t slices_count(const hak_page_t *first, size_t n, uint8_t state) {
   size_t count = 0;
-  for (size_t i = 0; i < n; i++) count += first[i].dirty;
+  for (size_t i = 0; i < n; i++) count += first[i].dirty == state;
   return count;
 }
 
@@ -82,10 +86,10 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty
   span->next = a->spans[b];
   if (span->next) span->next->prev = span;
   a->spans[b] = span;
-  uint64_t due = a->next_purge;
+  uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
   if (dirty > 0 && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
-    __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
-    hak_note_pending_work();
+    atomic_store_explicit(&a->next_purge, purge_at, memory_order_relaxed);
+    hak_note_pending_work(purge_at);
   }
 }
 
@@ -96,43 +100,53 @@ static void span_remove(hak_arena_t *a, hak_page_t *span) {
   span->next = span->prev = NULL;
 }
 
-static void span_purge(hak_page_t *span) {
-  hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE);
+/* Purge a free span. If the OS refuses, its slices stay dirty (so calloc
+ * still clears what it takes from them) and it is tried again later. */
+static void span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now) {
+  if (hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE) == HAK_PURGE_FAILED) {
+    span->purge_at = now + HAK_PURGE_RETRY;
+    return;
+  }
   atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->dirty_slices * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
-  slices_mark_dirty(span, span->slice_count, 0);
+  slices_mark(span, span->slice_count, HAK_SLICE_PURGED);
   span->dirty_slices = 0;
+  a->clock.purged_at = now;
 }
 
 /* Purge the dirty free spans whose delay has run out (all of them if
- * `force`). Caller holds the arena lock. */
-static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
+ * `force`). Caller holds the arena lock. Returns the next purge_at, or 0. */
+static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
   uint64_t next = 0;
   for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
       if (s->dirty_slices == 0) continue;
-      if (force || s->purge_at <= now) span_purge(s);
-      else if (next == 0 || s->purge_at < next) next = s->purge_at;
+      if (force || s->purge_at <= now) span_purge(a, s, now);
+      if (s->dirty_slices != 0 && (next == 0 || s->purge_at < next)) next = s->purge_at;
     }
   }
-  __atomic_store_n(&a->next_purge, next, __ATOMIC_RELAXED);
+  atomic_store_explicit(&a->next_purge, next, memory_order_relaxed);
+  return next;
 }
 
-/* Purge what is due in any arena (a span may be freed into another
- * thread's arena, whose owner has gone quiet). True if purges remain
- * pending for later. */
-bool hak_arenas_purge_due(void) {
-  bool pending = false;
+/* Purge what is due in every arena (a span may be freed into another
+ * thread's arena, whose owner has gone quiet). `wait`: take each arena's
+ * lock even if it is busy (the purger), else skip a busy one. Returns the
+ * earliest purge still pending, or 0. */
+uint64_t hak_arenas_purge_due(uint64_t now, bool wait) {
+  uint64_t next = 0;
   for (unsigned i = 0; i < arena_count; i++) {
     hak_arena_t *a = &arenas[i];
-    uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
-    if (due == 0) continue;
-    if (hak_clock_ms() >= due && pthread_mutex_trylock(&a->lock) == 0) {
-      arena_purge(a, hak_clock_ms(), false);
-      pthread_mutex_unlock(&a->lock);
+    uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
+    if (due != 0 && now >= due) {
+      if (wait) pthread_mutex_lock(&a->lock);
+      if (wait || pthread_mutex_trylock(&a->lock) == 0) {
+        due = arena_purge(a, now, false);
+        pthread_mutex_unlock(&a->lock);
+      }
     }
-    pending |= __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED) != 0;
+    if (due != 0 && (next == 0 || due < next)) next = due;
   }
-  return pending;
+  return next;
 }
 
 /* Call fn on every span (free, page or meta) of every arena's segments,
@@ -151,7 +165,7 @@ void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg) {
 void hak_arenas_purge_all(void) {
   for (unsigned i = 0; i < arena_count; i++) {
     pthread_mutex_lock(&arenas[i].lock);
-    arena_purge(&arenas[i], hak_clock_ms(), true);
+    arena_purge(&arenas[i], hak_clock_ms(), true);   /* (what fails stays dirty) */
     pthread_mutex_unlock(&arenas[i].lock);
   }
 }
@@ -218,9 +232,10 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   if (span == NULL) { pthread_mutex_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
-  size_t have = span->slice_count, taken_dirty = slices_count_dirty(span, slices);
+  size_t have = span->slice_count, taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
   if (have > slices)
     span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
+  if (slices_count(span, slices, HAK_SLICE_PURGED) > 0) hak_purge_clock_refault(&a->clock, hak_clock_ms());
   if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
@@ -230,6 +245,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   span->span_kind = kind;
   pthread_mutex_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
+  hak_purger_consider_start();   /* allocation side, no lock held: see purge.c */
   return span;
 }
 
@@ -248,7 +264,7 @@ void hak_span_free(hak_page_t *span) {
    * Marked even if merged away below, so that a second free is reported. */
   span->span_kind = HAK_SPAN_FREE;
   seg->used_slices -= (uint32_t)n;
-  slices_mark_dirty(span, n, 1);   /* the page was used: its slices may be resident */
+  slices_mark(span, n, HAK_SLICE_DIRTY);   /* the page was used: its slices may be resident */
   size_t dirty = n;
   hak_page_t *end = span + n;
   if (end < seg->pages + HAK_SLICES && end->span_kind == HAK_SPAN_FREE) {
@@ -263,11 +279,10 @@ void hak_span_free(hak_page_t *span) {
     dirty += before->dirty_slices;
     span = before;
   }
-  span_insert(a, span, n, dirty, delay > 0 ? now + (uint64_t)delay : now);
+  span_insert(a, span, n, dirty, hak_purge_deadline(&a->clock, now));
 
   if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) segment_release(a, seg);
-  else if (delay == 0) span_purge(span);
-  if (delay > 0 && a->next_purge != 0 && a->next_purge <= now) arena_purge(a, now, false);
+  else if (delay == 0) span_purge(a, span, now);
   pthread_mutex_unlock(&a->lock);
 }
 
