@@ -380,7 +380,7 @@ static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
   return page->next == NULL && page->prev == NULL && page->slice_count == 1;
 }
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
-HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait);
+HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
 HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);

@@ -137,6 +137,7 @@ typedef struct reclaim_s {
   _Atomic(hak_page_t *) pushed;          /* newest first */
   hak_page_t *queued;                    /* oldest first (reclaim_lock) */
   _Atomic(bool) has_queued;
+  bool popped;                           /* since the last sweep (reclaim_lock) */
 } reclaim_t;
 
 static reclaim_t reclaims[HAK_BINS];
@@ -172,6 +173,7 @@ static hak_page_t *reclaim_pop(size_t bin) {
   }
   hak_page_t *page = r->queued;
   if (page != NULL) r->queued = page->next;
+  r->popped |= page != NULL;
   atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
   pthread_mutex_unlock(&reclaim_lock);
   return page;
@@ -296,15 +298,25 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
 
 /* Pages published for a class that nobody allocates any more would keep
  * their memory for ever, even once every block in them is freed. So the
- * sweep (when: purge.c) takes every published page, frees those with no
- * live block and publishes the rest again. `wait`: even if a popper holds
- * the queues (else the sweep is skipped: false). */
-bool hak_reclaim_sweep(hak_heap_t *heap, bool wait) {
+ * sweep (when: purge.c) takes the published pages of every class nobody
+ * adopted from since the last sweep (of every class if `all`), frees those
+ * with no live block and publishes the rest again. (Classes in use are left
+ * alone: their allocators adopt those pages, and would map new ones while
+ * the sweep held them.) `wait`: even if a popper holds the queues (else the
+ * sweep is skipped). False if pages were left for a later sweep. */
+bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
   if (wait) pthread_mutex_lock(&reclaim_lock);
   else if (pthread_mutex_trylock(&reclaim_lock) != 0) return false;
   hak_page_t *taken = NULL;
+  bool complete = true;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     reclaim_t *r = &reclaims[bin];
+    bool in_use = r->popped;
+    r->popped = false;
+    if (in_use && !all) {
+      complete &= r->queued == NULL && atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL;
+      continue;
+    }
     hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
     while (list != NULL) { hak_page_t *next = list->next; list->next = taken; taken = list; list = next; }
     while (r->queued != NULL) { hak_page_t *next = r->queued->next; r->queued->next = taken; taken = r->queued; r->queued = next; }
@@ -318,7 +330,7 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait) {
     if (page->used == 0) page_free_span(heap, page);
     else page_abandon(page, NULL, true);
   }
-  return true;
+  return complete;
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */

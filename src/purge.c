@@ -45,6 +45,7 @@
 #define HAK_PURGE_CALM          1000                 /* ms without a refault before the delay falls back */
 #define HAK_PURGER_START_BYTES  ((int64_t)8 << 20)   /* committed memory that starts the purger */
 #define HAK_PURGER_STACK        ((size_t)64 << 10)
+#define HAK_SWEEP_RETRY         10                   /* ms: least wait before sweeping what was left */
 
 _Atomic(bool) hak_work_pending;
 _Atomic(bool) hak_sweep_news;
@@ -102,9 +103,9 @@ static uint64_t sweep_due(hak_heap_t *heap, uint64_t now, bool wait) {
   /* Cleared before the sweep looks: news during it is kept for the next. */
   atomic_store_explicit(&hak_sweep_news, false, memory_order_seq_cst);
   atomic_store_explicit(&swept_at, now, memory_order_relaxed);
-  if (hak_reclaim_sweep(heap, wait)) return 0;
-  atomic_store_explicit(&hak_sweep_news, true, memory_order_relaxed);   /* busy: later */
-  return now + 1;
+  if (hak_reclaim_sweep(heap, wait, false)) return 0;
+  atomic_store_explicit(&hak_sweep_news, true, memory_order_relaxed);   /* the rest later */
+  return now + (delay > HAK_SWEEP_RETRY ? (uint64_t)delay : HAK_SWEEP_RETRY);
 }
 
 /* Do what is due now. Returns the earliest deadline still pending, or 0.
@@ -233,7 +234,7 @@ void hak_collect(void) {
   if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
   if (heap != NULL) {
     hak_heap_free_empty_pages(heap);
-    hak_reclaim_sweep(heap, true);
+    hak_reclaim_sweep(heap, true, true);
   }
   hak_arenas_purge_all();
   hak_huge_cache_flush();
