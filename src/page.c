@@ -18,8 +18,9 @@
 
 hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
 
-/* Blocks carved from a page's unused area per extension: enough to amortise
- * the slow path, few enough not to touch memory the program may never use. */
+/* Most bytes carved from a page's unused area per extension: enough to
+ * amortise the slow path, few enough not to touch memory the program may
+ * never use. */
 #define HAK_EXTEND_BYTES (16 * 1024)
 
 /* Small classes: one slice. Larger: room for up to 16 blocks, rounded up to
@@ -75,12 +76,18 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
 }
 
-/* Carve more blocks from the page's never-used area onto its free list. */
+/* Carve more blocks from the page's never-used area onto its free list.
+ * Carving writes each block's link, so it makes the OS pages under the
+ * blocks' starts resident: the first carve covers one OS page, and each
+ * next one as much as is carved already, up to HAK_EXTEND_BYTES. A thread
+ * that takes a few blocks of a class then pays 4 KiB for them, not 16
+ * (1,000 threads with 10 blocks each: 152 MB resident, 16 MB live). */
 static void page_extend(hak_page_t *page) {
   size_t bs = page->block_size;
   size_t n = (size_t)(page->reserved - page->capacity);
-  size_t most = HAK_EXTEND_BYTES / bs;
-  if (most == 0) most = 1;
+  size_t carved = (size_t)page->capacity * bs;
+  size_t bytes = carved == 0 ? HAK_OS_PAGE : carved < HAK_EXTEND_BYTES ? carved : HAK_EXTEND_BYTES;
+  size_t most = (bytes + bs - 1) / bs;   /* the blocks that start in the next `bytes` */
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
   uint8_t *p = first;
