@@ -262,6 +262,37 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
   return false;
 }
 
+/* Pages of a class tried per adoption, the fullest kept. Adopting the
+ * fullest lets sparse pages drain: left alone, their blocks only get freed,
+ * until they are empty and go back to the arena. Adopting in queue order
+ * keeps every page of a producer/consumer pattern equally half full for
+ * ever (16 producers whose blocks one thread frees: 1.8x the live set). */
+#define HAK_ADOPT_CANDIDATES 4
+
+/* Adopt a published page of `bin`: of up to HAK_ADOPT_CANDIDATES, the one
+ * with the most live blocks; the others go back to the queue, and an empty
+ * one back to its arena (unless it is all there is). NULL if none. */
+static hak_page_t *reclaim_adopt(hak_heap_t *heap, size_t bin) {
+  hak_page_t *best = NULL, *empty = NULL, *page;
+  for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
+    page_adopt(heap, page);
+    if (page->used == 0 && empty == NULL) {
+      empty = page;
+    } else if (page->used == 0) {
+      page_free_span(heap, page);
+    } else if (best == NULL || page->used > best->used) {
+      if (best != NULL) page_abandon(best, NULL, true);
+      best = page;
+    } else {
+      page_abandon(page, NULL, true);
+    }
+    if (best != NULL && best->used >= best->reserved - best->reserved / 4) break;   /* full enough */
+  }
+  if (best == NULL) return empty;
+  if (empty != NULL) page_free_span(heap, empty);
+  return best;
+}
+
 /* A page of `bin` whose free list is not empty, owned by `heap`, first in
  * its queue. Slow path of malloc: own pages first, then pages others gave
  * up, then a fresh span. NULL when out of memory. */
@@ -285,8 +316,7 @@ hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
 
   /* A published page always has room: a remote free put a block in it, or
    * its owner gave it up with free blocks. */
-  if ((page = reclaim_pop(bin)) != NULL) {
-    page_adopt(heap, page);
+  if ((page = reclaim_adopt(heap, bin)) != NULL) {
     if (page->free == NULL && page->capacity == page->reserved)
       hak_fatal("internal error: adopted page %p has no free block", (void *)page);
     if (page->free == NULL) page_extend(page);
