@@ -341,6 +341,7 @@ HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
+HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);

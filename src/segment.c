@@ -100,6 +100,8 @@ static void span_remove(hak_arena_t *a, hak_page_t *span) {
   span->next = span->prev = NULL;
 }
 
+static void segment_release(hak_arena_t *a, hak_segment_t *seg);
+
 /* Purge a free span. If the OS refuses, its slices stay dirty (so calloc
  * still clears what it takes from them) and it is tried again later. */
 static void span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now) {
@@ -118,9 +120,21 @@ static void span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now) {
 static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
   uint64_t next = 0;
   for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
-    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
+    for (hak_page_t *s = a->spans[b], *after; s != NULL; s = after) {
+      after = s->next;
       if (s->dirty_slices == 0) continue;
-      if (force || s->purge_at <= now) span_purge(a, s, now);
+      if (force || s->purge_at <= now) {
+        /* A segment gone empty beyond the ones kept is unmapped now, when
+         * its memory is due back, not as it empties: large blocks that
+         * come and go would otherwise map and fault in a fresh segment
+         * each time. */
+        hak_segment_t *seg = hak_segment_of(s);
+        if (seg->used_slices == 0 && a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) {
+          segment_release(a, seg);
+          continue;
+        }
+        span_purge(a, s, now);
+      }
       if (s->dirty_slices != 0 && (next == 0 || s->purge_at < next)) next = s->purge_at;
     }
   }
@@ -161,13 +175,17 @@ void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg) {
   }
 }
 
-/* Purge every free span now (malloc_trim). */
+/* Purge every free span of an arena now (what fails stays dirty), and
+ * unmap its empty segments beyond the ones kept. */
+void hak_arena_purge_all(hak_arena_t *a) {
+  pthread_mutex_lock(&a->lock);
+  arena_purge(a, hak_clock_ms(), true);
+  pthread_mutex_unlock(&a->lock);
+}
+
+/* Every arena's (malloc_trim). */
 void hak_arenas_purge_all(void) {
-  for (unsigned i = 0; i < arena_count; i++) {
-    pthread_mutex_lock(&arenas[i].lock);
-    arena_purge(&arenas[i], hak_clock_ms(), true);   /* (what fails stays dirty) */
-    pthread_mutex_unlock(&arenas[i].lock);
-  }
+  for (unsigned i = 0; i < arena_count; i++) hak_arena_purge_all(&arenas[i]);
 }
 
 /* ------------------------------------------------------------ segments */
@@ -214,11 +232,20 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ spans */
 
+/* A free span of at least n slices: the smallest-binned one whose first n
+ * slices are all dirty if there is one (they are resident already: reusing
+ * them costs no page fault, and leaves purged memory purged), else the first
+ * that fits. Taking a purged span while dirty ones wait for their delay
+ * made producer/consumer rounds hold a growing heap of dirty spans. */
 static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
+  hak_page_t *fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
-    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next)
-      if (s->slice_count >= n) return s;
-  return NULL;
+    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
+      if (s->slice_count < n) continue;
+      if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
+      if (fit == NULL) fit = s;
+    }
+  return fit;
 }
 
 /* Take a span of `slices` slices for a page or a large block (`kind`).
@@ -235,7 +262,10 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   size_t have = span->slice_count, taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
   if (have > slices)
     span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
-  if (slices_count(span, slices, HAK_SLICE_PURGED) > 0) hak_purge_clock_refault(&a->clock, hak_clock_ms());
+  /* Large blocks only: refaulting them costs the most, and a page's span
+   * is small enough that a longer delay would just keep scattered ones. */
+  if (kind == HAK_SPAN_LARGE && slices_count(span, slices, HAK_SLICE_PURGED) > 0)
+    hak_purge_clock_refault(&a->clock, hak_clock_ms());
   if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
@@ -281,7 +311,9 @@ void hak_span_free(hak_page_t *span) {
   }
   span_insert(a, span, n, dirty, hak_purge_deadline(&a->clock, now));
 
-  if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) segment_release(a, seg);
+  /* A segment beyond the ones kept goes when its memory is due back (see
+   * arena_purge); at once if purges are immediate or never happen. */
+  if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT && delay <= 0) segment_release(a, seg);
   else if (delay == 0) span_purge(a, span, now);
   pthread_mutex_unlock(&a->lock);
 }
