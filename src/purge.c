@@ -186,7 +186,8 @@ static void purger_start(void) {
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   atomic_store_explicit(&purger_state, rc == 0 ? PURGER_RUNNING : PURGER_OFF, memory_order_release);
-  if (rc != 0) hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
+  if (rc == 0) hak_verbose("hakmem: purger thread started\n");
+  else hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
 }
 
 /* From allocation slow paths only (no lock held, and not inside free: see
