@@ -381,6 +381,7 @@ static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
   return page->next == NULL && page->prev == NULL && page->slice_count == 1;
 }
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
+HAK_INTERNAL size_t hak_page_purge_held(hak_page_t *page);
 HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
 HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
@@ -415,6 +416,13 @@ extern _Atomic(bool) hak_sweep_news HAK_INTERNAL;
 HAK_INTERNAL void hak_note_sweep_news_slow(void);
 static inline void hak_note_sweep_news(void) {
   if (!atomic_load_explicit(&hak_sweep_news, memory_order_relaxed)) hak_note_sweep_news_slow();
+}
+/* A block was freed into a page its owner holds: the owner collects it only
+ * when it allocates from that page again (see hak_purge_held_blocks). */
+extern _Atomic(bool) hak_held_news HAK_INTERNAL;
+HAK_INTERNAL void hak_note_held_frees_slow(void);
+static inline void hak_note_held_frees(void) {
+  if (!atomic_load_explicit(&hak_held_news, memory_order_relaxed)) hak_note_held_frees_slow();
 }
 HAK_INTERNAL void hak_purge_clock_init(hak_purge_clock_t *c);
 HAK_INTERNAL uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now);

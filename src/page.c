@@ -370,6 +370,45 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
   return complete;
 }
 
+/* Blocks freed by other threads wait in page->xthread_free until the owner
+ * collects them, which an owner that stopped allocating never does (and an
+ * owner that allocates from other pages not soon). In an owned page their
+ * interiors can go back to the OS meanwhile: the list is taken off the page
+ * with a CAS (the owner then just sees fewer remote frees, as if those were
+ * still to come), each block's whole OS pages past its header are purged,
+ * and the list is pushed back as a remote free would, publishing the page
+ * if its owner gave it up meanwhile. `used` counts these blocks all along,
+ * so the page cannot be freed under us. Called with the page's arena lock
+ * held (the span stays a page). Returns the bytes purged. */
+size_t hak_page_purge_held(hak_page_t *page) {
+  if (page->span_kind != HAK_SPAN_PAGE) return 0;
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  do {   /* owned pages only: a published page must keep its room for its adopter */
+    if ((old & HAK_XSTATE_MASK) != HAK_XSTATE_ACTIVE || (old & ~(uintptr_t)HAK_XSTATE_MASK) == 0) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, old & HAK_XSTATE_MASK,
+                                                  memory_order_acquire, memory_order_relaxed));
+  /* The list was pushed after its blocks left page_init's hands: block_size is settled. */
+  hak_block_t *list = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK), *tail = list;
+  size_t bs = page->block_size, purged = 0;
+  for (hak_block_t *b = list;; b = b->next) {
+    uintptr_t from = hak_align_up((uintptr_t)b + sizeof(hak_block_t), HAK_OS_PAGE);
+    uintptr_t to = ((uintptr_t)b + bs) & ~(uintptr_t)(HAK_OS_PAGE - 1);
+    if (to > from && hak_os_purge((void *)from, to - from) != HAK_PURGE_FAILED) purged += to - from;
+    tail = b;
+    if (b->next == NULL) break;
+  }
+  old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  uintptr_t state;
+  do {
+    state = old & HAK_XSTATE_MASK;
+    if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
+    tail->next = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK);
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)list | state,
+                                                  memory_order_acq_rel, memory_order_relaxed));
+  if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
+  return purged;
+}
+
 /* Free every page of the heap that holds no live block (hak_collect). */
 void hak_heap_free_empty_pages(hak_heap_t *heap) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {

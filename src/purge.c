@@ -108,10 +108,40 @@ static uint64_t sweep_due(hak_heap_t *heap, uint64_t now, bool wait) {
   return now + (delay > HAK_SWEEP_RETRY ? (uint64_t)delay : HAK_SWEEP_RETRY);
 }
 
+_Atomic(bool) hak_held_news;
+static _Atomic(uint64_t) held_purged_at;   /* ms: when blocks held in pages were last purged */
+
+void hak_note_held_frees_slow(void) {
+  atomic_store_explicit(&hak_held_news, true, memory_order_seq_cst);
+  hak_note_pending_work(atomic_load_explicit(&held_purged_at, memory_order_relaxed) + HAK_PURGE_CALM);
+}
+
+static void purge_held_in_span(const hak_page_t *span, void *arg) {
+  *(size_t *)arg += hak_page_purge_held((hak_page_t *)span);
+}
+
+/* Blocks freed into pages whose owners have not collected them are purged
+ * (hak_page_purge_held), at most once per HAK_PURGE_CALM: an owner that
+ * allocates again soon would fault them back in, one that has stopped
+ * would hold them for ever. Walks every arena's spans, so only from the
+ * purger. Returns when it is due, or 0. */
+static uint64_t held_due(uint64_t now) {
+  if (hak_option(HAK_OPT_PURGE_DELAY) < 0 || !atomic_load_explicit(&hak_held_news, memory_order_relaxed)) return 0;
+  uint64_t at = atomic_load_explicit(&held_purged_at, memory_order_relaxed) + HAK_PURGE_CALM;
+  if (now < at) return at;
+  atomic_store_explicit(&hak_held_news, false, memory_order_seq_cst);
+  atomic_store_explicit(&held_purged_at, now, memory_order_relaxed);
+  size_t purged = 0;
+  hak_arenas_visit_spans(purge_held_in_span, &purged);
+  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)purged, memory_order_relaxed);
+  return 0;
+}
+
 /* Do what is due now. Returns the earliest deadline still pending, or 0.
  * The sweep goes first: the spans it frees join the purges. */
 static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
   uint64_t next = heap != NULL ? sweep_due(heap, now, wait) : 0;
+  if (wait) next = earliest(next, held_due(now));   /* the purger only: it walks every span */
   next = earliest(next, hak_arenas_purge_due(now, wait));
   return earliest(next, hak_huge_cache_decay(now, wait));
 }

@@ -33,17 +33,23 @@ static void free_range(size_t from, size_t to)
     for (size_t i = from; i < to; i++) free(blocks[i]);
 }
 
-/* Sleep (no allocator call) until RSS <= peak / 4; fail at the deadline. */
-static void wait_returned(size_t peak, const char *what)
+/* Sleep (no allocator call) until RSS <= limit; fail at the deadline. */
+static void wait_below(size_t limit, size_t peak, const char *what)
 {
     double t0 = hak_now_ms();
     size_t rss;
-    while ((rss = hak_rss_bytes()) > peak / 4) {
-        CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "%s: rss %zu MiB still > a quarter of the peak %zu MiB after %d ms",
-               what, rss / MiB, peak / MiB, DEADLINE_MS);
+    while ((rss = hak_rss_bytes()) > limit) {
+        CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "%s: rss %zu MiB still > %zu MiB (peak %zu MiB) after %d ms",
+               what, rss / MiB, limit / MiB, peak / MiB, DEADLINE_MS);
         usleep(20 * 1000);
     }
     printf("     %s: peak %zu MiB, %zu MiB after %.0f ms idle\n", what, peak / MiB, rss / MiB, hak_now_ms() - t0);
+}
+
+/* ... until RSS <= a quarter of the peak. */
+static void wait_returned(size_t peak, const char *what)
+{
+    wait_below(peak / 4, peak, what);
 }
 
 /* Threads in /proc/self/task named by the purger. */
@@ -165,6 +171,42 @@ static void idle_living_thread(void)
     pthread_join(t, NULL);
 }
 
+/* Blocks another thread frees into pages their living owner still holds
+ * (not full, so not given up) wait there until the owner allocates again;
+ * an owner that does not must not pin them. Medium blocks, a page's worth
+ * less one per class: the pages stay the owner's. */
+static void *fill_medium_then_wait(void *arg)
+{
+    static const size_t sizes[] = {96 * KiB, 160 * KiB, 256 * KiB, 384 * KiB, 640 * KiB};
+    nblocks = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int i = 0; i < 10; i++) {
+            blocks[nblocks] = malloc(sizes[s]);
+            CHECK(blocks[nblocks] != NULL);
+            memset(blocks[nblocks++], 0x77, sizes[s]);
+        }
+    sem_post(&filled);
+    sem_wait(&freed);
+    return NULL;
+}
+
+static void freed_into_an_idle_owners_pages(void)
+{
+    sem_init(&filled, 0, 0);
+    sem_init(&freed, 0, 0);
+    size_t base = hak_rss_bytes();
+    pthread_t owner = hak_thread_start(fill_medium_then_wait, NULL);
+    sem_wait(&filled);
+    size_t held = hak_rss_bytes() - base;
+    CHECKF(held > 10 * MiB, "only %zu MiB resident for the blocks", held / MiB);
+    pthread_t freer = hak_thread_start(free_all, NULL);
+    pthread_join(freer, NULL);
+    /* (Within a second or two: these are looked at once a second.) */
+    wait_below(base + held / 4, base + held, "freed into pages a living idle thread owns");
+    sem_post(&freed);
+    pthread_join(owner, NULL);
+}
+
 /* Huge blocks go to a cache; with the program idle the cache is purged. */
 static void huge_cache_when_idle(void)
 {
@@ -259,6 +301,7 @@ int main(int argc, char **argv)
     RUN_CASE(one_purger_once_needed);
     RUN_CASE(freed_by_thread_that_never_allocated);
     RUN_CASE(idle_living_thread);
+    RUN_CASE(freed_into_an_idle_owners_pages);
     RUN_CASE(huge_cache_when_idle);
     RUN_CASE(purger_across_fork);
     RUN_CASE(background_off);
