@@ -13,7 +13,12 @@
  *   (huge.c);
  * - published pages are swept (the empty ones freed, see hak_reclaim_sweep)
  *   at most once per HAKMEM_PURGE_DELAY, when a page was published or a
- *   block freed into a published page since the last sweep.
+ *   block freed into a published page since the last sweep;
+ * - blocks freed into pages their owners hold have their interiors purged
+ *   (hak_page_purge_held) at most once per HAK_PURGE_CALM, when such a free
+ *   happened since: a living owner that stopped allocating never collects
+ *   them. (What it cannot reach: the small blocks themselves, and the one
+ *   empty page per class an owner keeps; taking those needs the owner.)
  *
  * Who: a background purger thread (HAKMEM_BACKGROUND=1, the default), so
  * that memory goes back on time even if the program never calls the
