@@ -60,7 +60,7 @@ static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
 
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
-  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
+  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
   if (size > HAK_MEDIUM_MAX) {
     if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
     return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);

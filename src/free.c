@@ -117,6 +117,8 @@ static void free_remote(hak_page_t *page, hak_block_t *b) {
    * PUBLISHED queues it, so a burst of frees costs one enqueue. (acq_rel:
    * that push must see the abandoning owner's writes to the page.) */
   if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
+  else if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_PUBLISHED) hak_note_sweep_news();   /* it may be empty now */
+  else hak_note_held_frees();   /* its owner may not collect it soon */
 }
 
 /* HAKMEM_STATS: every free comes here, and is counted on the freeing

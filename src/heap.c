@@ -32,6 +32,11 @@ static pthread_mutex_t exit_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before h
 static hak_heap_t exit_heap __attribute__((aligned(HAK_OS_PAGE)));
 static bool exit_heap_ready;              /* (exit_heap_lock) */
 
+/* A thread past its heap's destructor allocates from the exit heap, under
+ * its lock: it must not start anything that allocates in turn (the purger
+ * thread: pthread_create allocates the new thread's TLS). */
+bool hak_thread_on_exit_heap(void) { return thread_heap_given_up; }
+
 static void heap_key_destructor(void *heap) {
   thread_heap_given_up = true;
   hak_heap_thread_done(heap);
@@ -87,13 +92,13 @@ static void heap_setup(hak_heap_t *heap) {
   memset(heap, 0, sizeof *heap);
   for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
   heap->arena = hak_arena_for_new_heap();
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   heaps_link(heap);
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
 }
 
 static hak_heap_t *exit_heap_acquire(void) {
-  pthread_mutex_lock(&exit_heap_lock);
+  hak_lock(&exit_heap_lock);
   if (!exit_heap_ready) {
     heap_setup(&exit_heap);
     exit_heap_ready = true;
@@ -104,10 +109,10 @@ static hak_heap_t *exit_heap_acquire(void) {
 hak_heap_t *hak_heap_thread_init(void) {
   hak_process_init();
   if (hak_unlikely(thread_heap_given_up)) return exit_heap_acquire();
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   hak_heap_t *heap = heaps_spare;
   if (heap) heaps_spare = heap->list_next;
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
   if (heap == NULL) {
     /* Heaps come straight from the OS: malloc cannot be used to make malloc. */
     heap = hak_os_alloc_aligned(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
@@ -120,7 +125,7 @@ hak_heap_t *hak_heap_thread_init(void) {
 }
 
 void hak_heap_release(hak_heap_t *heap) {
-  if (heap == &exit_heap) pthread_mutex_unlock(&exit_heap_lock);
+  if (heap == &exit_heap) hak_unlock(&exit_heap_lock);
 }
 
 /* Thread exit: give up every page (empty ones go back to the arena, the
@@ -132,54 +137,19 @@ void hak_heap_thread_done(hak_heap_t *heap) {
     hak_page_t *page;
     while ((page = heap->queues[bin].first) != NULL) hak_page_give_up(heap, page);
   }
-  pthread_mutex_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
+  hak_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
   hak_stats_merge_exited(heap);
   heaps_unlink(heap);
   heap->list_next = heaps_spare;
   heaps_spare = heap;
-  pthread_mutex_unlock(&heaps_lock);
-}
-
-_Atomic(bool) hak_work_pending;
-
-/* From the malloc slow path: return memory whose delay has run out. One
- * load when nothing is pending. The flag is cleared before looking, so a
- * note made meanwhile is not lost. */
-void hak_heap_due_work(hak_heap_t *heap) {
-  if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
-  if (!atomic_exchange_explicit(&hak_work_pending, false, memory_order_seq_cst)) return;
-  bool pending = hak_arenas_purge_due();
-  pending |= hak_huge_cache_decay();
-  pending |= hak_reclaim_sweep(heap, false);
-  if (pending) hak_note_pending_work();
-}
-
-/* Return free memory to the OS now: the calling thread's empty pages, the
- * free spans of every arena, the cached huge blocks. */
-void hak_collect(void) {
-  hak_heap_t *heap = hak_heap_get();
-  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
-  if (heap != NULL) {
-    hak_heap_free_empty_pages(heap);
-    hak_reclaim_sweep(heap, true);
-    hak_heap_release(heap);
-  }
-  hak_arenas_purge_all();
-  hak_huge_cache_flush();
-}
-
-/* malloc_trim(0): the same, and "some memory was released". */
-int hak_malloc_trim(size_t pad) {
-  (void)pad;
-  hak_collect();
-  return 1;
+  hak_unlock(&heaps_lock);
 }
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   fn(NULL, arg);
   for (hak_heap_t *h = heaps_live; h != NULL; h = h->list_next) fn(h, arg);
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
 }
 
 void hak_heaps_fork_prepare(void) {
@@ -198,4 +168,3 @@ void hak_heaps_fork_child(void) {
   pthread_mutex_init(&exit_heap_lock, NULL);
 }
 
-HAK_DEFINE_EXPORTS(HAK_EXPORTS_HEAP)

@@ -186,12 +186,12 @@ static snapshot_t report;
 static totals_t report_totals;
 
 static void report_begin(void) {
-  pthread_mutex_lock(&report_lock);
+  hak_lock(&report_lock);
   take_snapshot(&report);
   take_totals(&report_totals);
 }
 
-static void report_end(void) { pthread_mutex_unlock(&report_lock); }
+static void report_end(void) { hak_unlock(&report_lock); }
 
 static void write_text(int fd) {
   report_begin();
