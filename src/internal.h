@@ -267,7 +267,12 @@ static inline hak_segment_t *hak_segment_of(const void *p) {
 }
 static inline bool hak_segment_is_mapped(const void *p) {
   size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
+#if defined(__SANITIZE_THREAD__)
+  /* TSan cannot see the order munmap and mmap give a reused address. */
+  return __atomic_load_n(&hak_segment_map[i], __ATOMIC_RELAXED) != 0;
+#else
   return hak_segment_map[i] != 0;
+#endif
 }
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
