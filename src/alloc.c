@@ -24,8 +24,8 @@ static inline void *page_pop(hak_page_t *page) {
 void *hak_malloc(size_t size) {
   hak_heap_t *heap = hak_heap_get();
   void *p;
-  if (hak_likely(size <= HAK_SMALL_MAX)) p = page_pop(heap->direct[hak_direct_small(size)]);
-  else if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_mid(size)]);
+  if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop(heap->direct[hak_direct_fine(size)]);
+  else if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_coarse(size)]);
   else return hak_malloc_generic(size, heap, false);
   if (hak_likely(p != NULL)) return p;
   return malloc_slow(size, heap, false);
@@ -38,7 +38,7 @@ void *hak_malloc(size_t size) {
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_likely(!zero)) {
     void *p = NULL;
-    if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
+    if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       hak_page_t *page = heap->queues[hak_bin_of(size)].first;
       if (page != NULL) p = page_pop(page);
@@ -68,9 +68,9 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
-  if (page != NULL && page->free == NULL) hak_page_collect(page);   /* the cheapest refill */
+  if (page != NULL && page->free == NULL) hak_page_gather_frees(page);   /* the cheapest refill */
   if (page == NULL || page->free == NULL) {
-    page = hak_page_for_bin(heap, bin);
+    page = hak_heap_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
   void *b = page_pop(page);

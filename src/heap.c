@@ -56,14 +56,14 @@ void hak_heap_key_create(void) {
 }
 
 /* The direct entries of each class: [direct_first[bin], direct_last[bin]],
- * empty (first > last) for classes above HAK_MID_MAX. */
+ * empty (first > last) for classes above HAK_SMALL_MAX. */
 static uint8_t direct_first[HAK_BINS], direct_last[HAK_BINS];
 
 void hak_heap_direct_init(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     size_t size = hak_bin_size(bin);
     direct_first[bin] = 1;
-    if (size > HAK_MID_MAX) continue;
+    if (size > HAK_SMALL_MAX) continue;
     direct_first[bin] = (uint8_t)(bin == 1 ? 0 : hak_direct_index(hak_bin_size(bin - 1) + 1));
     direct_last[bin] = (uint8_t)hak_direct_index(size);
   }
@@ -128,14 +128,17 @@ void hak_heap_release(hak_heap_t *heap) {
   if (heap == &exit_heap) hak_unlock(&exit_heap_lock);
 }
 
-/* Thread exit: give up every page (empty ones go back to the arena, the
+/* Thread exit: abandon every page (empty ones go back to the arena, the
  * others to their reclaim queues), keep the counters, recycle the heap. */
 void hak_heap_thread_done(hak_heap_t *heap) {
   if (heap == NULL || heap == &hak_heap_empty) return;
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;
-    while ((page = heap->queues[bin].first) != NULL) hak_page_give_up(heap, page);
+    while ((page = heap->queues[bin].first) != NULL) {
+      hak_heap_queue_remove(heap, page);
+      hak_page_abandon_at_exit(heap, page);
+    }
   }
   hak_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
   hak_stats_merge_exited(heap);
@@ -143,6 +146,104 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   heap->list_next = heaps_spare;
   heaps_spare = heap;
   hak_unlock(&heaps_lock);
+}
+
+/* ------------------------------------------------------------ page queues */
+
+/* The queues and the direct table that mirrors their heads change together,
+ * here only. */
+
+void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first) q->first->prev = page; else q->last = page;
+  q->first = page;
+  hak_heap_update_direct(heap, page->bin);
+}
+
+void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  if (q->first == NULL) { hak_heap_queue_push_front(heap, page); return; }
+  page->next = NULL;
+  page->prev = q->last;
+  q->last->next = page;
+  q->last = page;
+}
+
+void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  bool was_first = q->first == page;
+  if (page->prev) page->prev->next = page->next; else q->first = page->next;
+  if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+  page->next = page->prev = NULL;
+  if (was_first) hak_heap_update_direct(heap, page->bin);
+}
+
+/* ------------------------------------------------------------ finding pages */
+
+/* A page of `bin` whose free list is not empty, owned by `heap`, first in
+ * its queue. Slow path of malloc: own pages first, then pages others gave
+ * up, then a fresh span. NULL when out of memory. */
+hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
+  hak_page_queue_t *q = &heap->queues[bin];
+  hak_page_t *page = q->first;
+  while (page != NULL) {
+    hak_page_t *next = page->next;
+    hak_page_gather_frees(page);
+    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page);
+    if (page->free != NULL) {
+      if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
+      return page;
+    }
+    /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
+    hak_heap_queue_remove(heap, page);
+    hak_counter_inc(&heap->stats[bin].pages_abandoned);
+    hak_page_abandon(page, heap, false);
+    page = next;
+  }
+
+  /* A published page always has room: a remote free put a block in it, or
+   * its owner gave it up with free blocks. */
+  if ((page = hak_reclaim_adopt(heap, bin)) != NULL) {
+    if (page->free == NULL && page->capacity == page->reserved)
+      hak_fatal("internal error: adopted page %p has no free block", (void *)page);
+    if (page->free == NULL) hak_page_extend(page);
+    hak_heap_queue_push_front(heap, page);
+    return page;
+  }
+
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
+  if (page == NULL) return NULL;
+  hak_page_init(heap, page, bin);
+  hak_page_extend(page);
+  hak_heap_queue_push_front(heap, page);
+  hak_counter_inc(&heap->stats[bin].pages_new);
+  return page;
+}
+
+/* Free every page of the heap that holds no live block (hak_collect). */
+void hak_heap_free_empty_pages(hak_heap_t *heap) {
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    hak_page_t *page = heap->queues[bin].first;
+    while (page != NULL) {
+      hak_page_t *next = page->next;
+      hak_page_gather_frees(page);
+      if (hak_page_used(page) == 0) {
+        hak_heap_queue_remove(heap, page);
+        hak_page_free_span(heap, page);
+      }
+      page = next;
+    }
+  }
+}
+
+/* All blocks of an owned page are free again, and it is not one to keep
+ * (hak_page_keep_when_empty): return it to the arena. */
+void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page) {
+  hak_assert(hak_page_used(page) == 0 && hak_page_is_valid(page));
+  hak_heap_queue_remove(heap, page);
+  hak_page_free_span(heap, page);
 }
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {

@@ -1,12 +1,7 @@
-/* Blocks beyond the size classes.
- *
- * Large blocks (up to HAK_LARGE_MAX) are spans of their own in the arenas'
- * segments, owned by no thread: freed, they coalesce with their neighbours
- * and are reused for any size (as a page heap does), keep their memory for
- * the purge delay, and cost no system call.
- *
- * Huge blocks (beyond) get a segment of their own, so that free() finds them
- * by masking like any other block.
+/* Huge blocks: beyond what an arena segment holds (HAK_LARGE_MAX; large
+ * blocks, up to there, are spans of their own: segment.c). A huge block
+ * gets a segment of its own, so that free() finds it by masking like any
+ * other block.
  *
  * Freed huge segments go to a small cache, still mapped and aligned: a
  * program that frees and reallocates big buffers then pays neither
@@ -30,30 +25,6 @@
 #include "internal.h"
 
 _Atomic(int64_t) hak_stat_huge_cache_hits, hak_stat_huge_cache_misses;
-_Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
-
-/* ------------------------------------------------------------ large blocks */
-
-void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
-  size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  bool dirty;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
-  if (span == NULL) return NULL;
-  span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
-  hak_page_used_set(span, 1);
-  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  void *p = hak_page_area(span);
-  if (zero && dirty) memset(p, 0, size);
-  return p;
-}
-
-void hak_large_free(hak_page_t *span) {
-  atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  hak_span_free(span);
-}
 
 /* Offset of the block in its segment: past the header, aligned. */
 static size_t huge_offset(size_t align) {

@@ -5,17 +5,20 @@
  * Layers, bottom up (one file each):
  *   os.c       mmap/madvise, aligned reservations, time
  *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
- *              sharded arenas
- *   huge.c     blocks beyond the size classes: large ones as spans of their
- *              own, huge ones in segments of their own, and a cache of those
- *   page.c     a page = a span holding blocks of one size class: free lists,
- *              collection of remote frees, abandonment and reclamation
- *   heap.c     per-thread heaps: page queues per size class, thread exit
+ *              sharded arenas; large blocks are such spans
+ *   huge.c     huge blocks, in segments of their own, and a cache of those
+ *   page.c     a page = a span holding blocks of one size class: its free
+ *              lists, carving, the fast path's block check, validation
+ *   owner.c    how pages move between threads: remote frees, abandoning,
+ *              publishing, adopting, sweeping
+ *   heap.c     per-thread heaps: page queues per size class and the direct
+ *              table that mirrors them, finding a page for a class, exit
  *   purge.c    when memory goes back to the OS: delays, the background
  *              purger thread, the slow-path fallback, malloc_trim
  *   alloc.c    malloc and friends
  *   exports.h  every standard and C++ name hakmem exports, and its hak_* function
- *   free.c     free: the local fast path and the cross-thread path
+ *   free.c     free, whole: the exact pointer check, the fast path, the
+ *              generic path (remote frees continue in owner.c)
  *   init.c     process start-up, fork, thread exit hooks
  *   options.c  HAKMEM_* options and messages
  *   stats.c    counters and the report (mallinfo2, malloc_stats)
@@ -61,11 +64,14 @@
 #define HAK_OS_PAGE            4096
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
-#define HAK_SMALL_MAX          1024        /* heap->direct in 16-byte steps  */
-#define HAK_MID_MAX            8192        /* ... then in 128-byte steps     */
+/* The tiers (docs/design.md §1): small blocks (one-slice pages, the fast
+ * paths), medium (pages of several slices), large (a span each, below),
+ * huge (a segment each). */
+#define HAK_SMALL_MAX          8192        /* largest small block            */
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
+#define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
-#define HAK_DIRECT             (HAK_SMALL_MAX / 16 + 1 + HAK_MID_MAX / 128 - HAK_SMALL_MAX / 128)
+#define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
 #define HAK_PAGE_MAX_SLICES    64          /* a medium page spans ≤ 4 MiB    */
 #define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
 #define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
@@ -87,14 +93,14 @@ static inline size_t hak_bin_size(size_t bin) {
 
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
-/* heap->direct index of a size <= HAK_MID_MAX: 16-byte steps up to 1 KiB,
+/* heap->direct index of a size <= HAK_SMALL_MAX: 16-byte steps up to 1 KiB,
  * then 128-byte steps (every class boundary falls on a step, and a class
  * spans at most 4 entries, so updating them stays cheap). */
-#define HAK_DIRECT_MID_BASE (HAK_SMALL_MAX / 16 + 1 - (HAK_SMALL_MAX + 128) / 128)
-static inline size_t hak_direct_small(size_t size) { return (size + 15) >> 4; }
-static inline size_t hak_direct_mid(size_t size) { return HAK_DIRECT_MID_BASE + ((size + 127) >> 7); }
+#define HAK_DIRECT_COARSE_BASE (HAK_DIRECT_FINE_MAX / 16 + 1 - (HAK_DIRECT_FINE_MAX + 128) / 128)
+static inline size_t hak_direct_fine(size_t size) { return (size + 15) >> 4; }
+static inline size_t hak_direct_coarse(size_t size) { return HAK_DIRECT_COARSE_BASE + ((size + 127) >> 7); }
 static inline size_t hak_direct_index(size_t size) {
-  return size <= HAK_SMALL_MAX ? hak_direct_small(size) : hak_direct_mid(size);
+  return size <= HAK_DIRECT_FINE_MAX ? hak_direct_fine(size) : hak_direct_coarse(size);
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -291,7 +297,7 @@ static inline uintptr_t hak_page_owner(const hak_page_t *page) {
 }
 /* The free fast path's owner test, as a plain load that folds into the
  * compare. It can only be true for the owner, which wrote that value itself
- * (others write owner only while the page is given up, never naming this
+ * (others write owner only while the page is abandoned, never naming this
  * heap), and an aligned word load does not tear. TSan sees the atomic. */
 static inline bool hak_page_owned_by(const hak_page_t *page, const struct hak_heap_s *heap) {
 #if defined(__SANITIZE_THREAD__)
@@ -393,7 +399,7 @@ typedef struct hak_bin_stats_s {
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
  * a forked child. Pages in its queues are owned by it (page->owner names it);
- * full pages are not in any queue: they were given up (ABANDONED). */
+ * full pages are not in any queue: they were abandoned. */
 typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
@@ -484,6 +490,8 @@ HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
+HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
+HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
 HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
@@ -497,8 +505,6 @@ HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
 
 /* huge.c */
-HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
-HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
 HAK_INTERNAL bool  hak_huge_cache_holds(const hak_segment_t *seg);
@@ -514,12 +520,16 @@ HAK_INTERNAL void hak_huge_fork_prepare(void);
 HAK_INTERNAL void hak_huge_fork_parent(void);
 HAK_INTERNAL void hak_huge_fork_child(void);
 
-/* page.c */
+/* page.c: one page's blocks, as its owner sees them */
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
-HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
-HAK_INTERNAL void hak_page_collect(hak_page_t *page);
+HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
+HAK_INTERNAL void hak_page_extend(hak_page_t *page);
+HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
+HAK_INTERNAL void hak_page_use_local_frees(hak_page_t *page);
+HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
+HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
-HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_free_span(hak_heap_t *heap, hak_page_t *page);
 
 /* An empty page that is the only one in its queue (no links) and small is
  * kept: freeing it and taking it back on the next malloc would thrash.
@@ -527,15 +537,16 @@ HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
 static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
   return page->next == NULL && page->prev == NULL && page->slice_count == 1;
 }
-HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
-HAK_INTERNAL size_t hak_page_purge_held(hak_page_t *page);
-HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
-HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
+
+/* owner.c: how pages move between threads */
+HAK_INTERNAL void hak_page_free_remote(hak_page_t *page, hak_block_t *b);
+HAK_INTERNAL void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept);
+HAK_INTERNAL void hak_page_abandon_at_exit(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
-HAK_INTERNAL void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page);
-HAK_INTERNAL void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page);
-HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
+HAK_INTERNAL hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
+HAK_INTERNAL size_t hak_page_purge_held(hak_page_t *page);
 HAK_INTERNAL void hak_reclaim_fork_prepare(void);
 HAK_INTERNAL void hak_reclaim_fork_parent(void);
 HAK_INTERNAL void hak_reclaim_fork_child(void);
@@ -551,6 +562,12 @@ HAK_INTERNAL bool hak_thread_on_exit_heap(void);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_direct_init(void);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);
 HAK_INTERNAL void hak_heaps_fork_parent(void);
 HAK_INTERNAL void hak_heaps_fork_child(void);

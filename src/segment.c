@@ -322,6 +322,36 @@ void hak_span_free(hak_page_t *span) {
   hak_unlock(&a->lock);
 }
 
+/* ------------------------------------------------------------ large blocks */
+
+/* A block beyond the size classes (up to HAK_LARGE_MAX) is a span of its
+ * own, owned by no thread: freed, it coalesces with its neighbours and is
+ * reused for any size, keeps its memory for the purge delay, and costs no
+ * system call. */
+_Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
+
+
+void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
+  size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  bool dirty;
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
+  if (span == NULL) return NULL;
+  span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
+  hak_page_used_set(span, 1);
+  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
+  void *p = hak_page_area(span);
+  if (zero && dirty) memset(p, 0, size);
+  return p;
+}
+
+void hak_large_free(hak_page_t *span) {
+  atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
+  hak_span_free(span);
+}
+
 /* ------------------------------------------------------------ validation */
 
 /* An arena under its lock (debug build; see the invariants of
