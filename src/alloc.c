@@ -27,8 +27,8 @@ void *hak_malloc(size_t size) {
 #endif
   hak_heap_t *heap = hak_heap_get();
   void *p;
-  if (hak_likely(size <= HAK_SMALL_MAX)) p = page_pop(heap->direct[hak_direct_small(size)]);
-  else if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_mid(size)]);
+  if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop(heap->direct[hak_direct_fine(size)]);
+  else if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_coarse(size)]);
   else return hak_malloc_generic(size, heap, false);
   if (hak_likely(p != NULL)) return p;
   return malloc_slow(size, heap, false);
@@ -41,7 +41,7 @@ void *hak_malloc(size_t size) {
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_likely(!zero)) {
     void *p = NULL;
-    if (size <= HAK_MID_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
+    if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       hak_page_t *page = heap->queues[hak_bin_of(size)].first;
       if (page != NULL) p = page_pop(page);
@@ -89,14 +89,14 @@ static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, b
 
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
-  if ((++heap->generic_calls & 63) == 0) hak_heap_due_work(heap);   /* memory due back to the OS */
+  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
   if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
-  if (page != NULL && page->free == NULL) hak_page_collect(page);   /* the cheapest refill */
+  if (page != NULL && page->free == NULL) hak_page_gather_frees(page);   /* the cheapest refill */
   if (page == NULL || page->free == NULL) {
-    page = hak_page_for_bin(heap, bin);
+    page = hak_heap_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
   void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : page_pop(page);

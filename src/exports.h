@@ -55,7 +55,7 @@
   X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free) \
   X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free)
 
-#define HAK_EXPORTS_HEAP(X)                                                         \
+#define HAK_EXPORTS_PURGE(X)                                                         \
   X(int, malloc_trim, (size_t), hak_malloc_trim)
 
 #define HAK_EXPORTS_STATS(X)                                                        \

@@ -4,10 +4,11 @@
  *                       by masking; if this thread owns it: local free
  *   free_local          push on page->local_free, no atomics; a page whose
  *                       blocks are all free again is retired
- *   hak_free_generic    huge blocks, interior (aligned) pointers, and pages
- *                       of other threads or of nobody
- *   free_remote         lock-free push on page->xthread_free; the push that
- *                       finds the page ABANDONED publishes it for adoption
+ *   hak_free_generic    every other free, after the exact check of
+ *                       hak_block_find: large and huge blocks, pages with
+ *                       aligned blocks or of several slices, and pages of
+ *                       other threads or of nobody, whose blocks go to
+ *                       hak_page_free_remote (owner.c: the ownership protocol)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block
@@ -109,27 +110,12 @@ static inline void push_local(hak_page_t *page, hak_block_t *b) {
 /* After a local free: a page whose blocks are all free again goes back to
  * its arena (and may belong to another thread at once). */
 static inline void release_local(hak_heap_t *heap, hak_page_t *page) {
-  if (hak_unlikely(hak_page_used_dec_is_zero(page)) && !hak_page_keep_when_empty(page)) hak_page_retire(heap, page);
+  if (hak_unlikely(hak_page_used_dec_is_zero(page)) && !hak_page_keep_when_empty(page)) hak_heap_retire_page(heap, page);
 }
 
 static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   push_local(page, b);
   release_local(heap, page);
-}
-
-static void free_remote(hak_page_t *page, hak_block_t *b) {
-  mark_free(b, page);
-  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
-  do {
-    state = old & HAK_XSTATE_MASK;
-    if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
-    hak_block_set_next(page, b, (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK));
-  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)b | state,
-                                                  memory_order_acq_rel, memory_order_relaxed));
-  /* Edge-triggered: only the push that moved the page from ABANDONED to
-   * PUBLISHED queues it, so a burst of frees costs one enqueue. (acq_rel:
-   * that push must see the abandoning owner's writes to the page.) */
-  if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
 }
 
 /* HAKMEM_STATS: every free comes here, and is counted on the freeing
@@ -156,7 +142,8 @@ static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_bl
     if (hak_tracking) hak_track_close(b);   /* before the page may change hands */
     release_local(heap, page);
   } else {
-    free_remote(page, b);   /* its link stays open until its owner collects it */
+    mark_free(b, page);
+    hak_page_free_remote(page, b);   /* its link stays open until its owner collects it */
   }
 }
 
@@ -179,12 +166,20 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   if ((void *)b != p) ((uintptr_t *)p)[-1] = 0;   /* the aligned block's tag: no stale match later */
 
   uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
-  bool local = owner_heap == mine ||
-               (owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
-                hak_page_try_readopt(heap, page));   /* our own full page: take it back */
-  if (hak_unlikely(hak_owner_counted)) free_counted(heap, page, b, local);
-  else if (local) free_local(heap, page, b);
-  else free_remote(page, b);
+  bool local = owner_heap == mine;
+  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
+      hak_page_try_readopt(heap, page)) {   /* our own full page: take it back */
+    hak_heap_queue_push_back(heap, page);
+    local = true;
+  }
+  if (hak_unlikely(hak_owner_counted)) {
+    free_counted(heap, page, b, local);
+  } else if (local) {
+    free_local(heap, page, b);
+  } else {
+    mark_free(b, page);
+    hak_page_free_remote(page, b);
+  }
 }
 
 /* The fast path: a block this thread's page handed out, checked exactly

@@ -32,6 +32,11 @@ static pthread_mutex_t exit_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before h
 static hak_heap_t exit_heap __attribute__((aligned(HAK_OS_PAGE)));
 static bool exit_heap_ready;              /* (exit_heap_lock) */
 
+/* A thread past its heap's destructor allocates from the exit heap, under
+ * its lock: it must not start anything that allocates in turn (the purger
+ * thread: pthread_create allocates the new thread's TLS). */
+bool hak_thread_on_exit_heap(void) { return thread_heap_given_up; }
+
 static void heap_key_destructor(void *heap) {
   thread_heap_given_up = true;
   hak_heap_thread_done(heap);
@@ -51,14 +56,14 @@ void hak_heap_key_create(void) {
 }
 
 /* The direct entries of each class: [direct_first[bin], direct_last[bin]],
- * empty (first > last) for classes above HAK_MID_MAX. */
+ * empty (first > last) for classes above HAK_SMALL_MAX. */
 static uint8_t direct_first[HAK_BINS], direct_last[HAK_BINS];
 
 void hak_heap_direct_init(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     size_t size = hak_bin_size(bin);
     direct_first[bin] = 1;
-    if (size > HAK_MID_MAX) continue;
+    if (size > HAK_SMALL_MAX) continue;
     direct_first[bin] = (uint8_t)(bin == 1 ? 0 : hak_direct_index(hak_bin_size(bin - 1) + 1));
     direct_last[bin] = (uint8_t)hak_direct_index(size);
   }
@@ -87,13 +92,13 @@ static void heap_setup(hak_heap_t *heap) {
   memset(heap, 0, sizeof *heap);
   for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
   heap->arena = hak_arena_for_new_heap();
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   heaps_link(heap);
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
 }
 
 static hak_heap_t *exit_heap_acquire(void) {
-  pthread_mutex_lock(&exit_heap_lock);
+  hak_lock(&exit_heap_lock);
   if (!exit_heap_ready) {
     heap_setup(&exit_heap);
     exit_heap_ready = true;
@@ -104,10 +109,10 @@ static hak_heap_t *exit_heap_acquire(void) {
 hak_heap_t *hak_heap_thread_init(void) {
   hak_process_init();
   if (hak_unlikely(thread_heap_given_up)) return exit_heap_acquire();
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   hak_heap_t *heap = heaps_spare;
   if (heap) heaps_spare = heap->list_next;
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
   if (heap == NULL) {
     /* Heaps come straight from the OS: malloc cannot be used to make malloc. */
     heap = hak_os_alloc_aligned(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
@@ -120,10 +125,10 @@ hak_heap_t *hak_heap_thread_init(void) {
 }
 
 void hak_heap_release(hak_heap_t *heap) {
-  if (heap == &exit_heap) pthread_mutex_unlock(&exit_heap_lock);
+  if (heap == &exit_heap) hak_unlock(&exit_heap_lock);
 }
 
-/* Thread exit: give up every page (empty ones go back to the arena, the
+/* Thread exit: abandon every page (empty ones go back to the arena, the
  * others to their reclaim queues), keep the counters, recycle the heap. */
 void hak_heap_thread_done(hak_heap_t *heap) {
   if (heap == NULL || heap == &hak_heap_empty) return;
@@ -133,56 +138,122 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;
-    while ((page = heap->queues[bin].first) != NULL) hak_page_give_up(heap, page);
+    while ((page = heap->queues[bin].first) != NULL) {
+      hak_heap_queue_remove(heap, page);
+      hak_page_abandon_at_exit(heap, page);
+    }
   }
-  pthread_mutex_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
+  hak_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
   hak_stats_merge_exited(heap);
   heaps_unlink(heap);
   heap->list_next = heaps_spare;
   heaps_spare = heap;
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
 }
 
-_Atomic(bool) hak_work_pending;
+/* ------------------------------------------------------------ page queues */
 
-/* From the malloc slow path: return memory whose delay has run out. One
- * load when nothing is pending. The flag is cleared before looking, so a
- * note made meanwhile is not lost. */
-void hak_heap_due_work(hak_heap_t *heap) {
-  if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
-  if (!atomic_exchange_explicit(&hak_work_pending, false, memory_order_seq_cst)) return;
-  bool pending = hak_arenas_purge_due();
-  pending |= hak_huge_cache_decay();
-  pending |= hak_reclaim_sweep(heap, false);
-  if (pending) hak_note_pending_work();
+/* The queues and the direct table that mirrors their heads change together,
+ * here only. */
+
+void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first) q->first->prev = page; else q->last = page;
+  q->first = page;
+  hak_heap_update_direct(heap, page->bin);
 }
 
-/* Return free memory to the OS now: the calling thread's empty pages, the
- * free spans of every arena, the cached huge blocks. */
-void hak_collect(void) {
-  hak_heap_t *heap = hak_heap_get();
-  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
-  if (heap != NULL) {
-    hak_heap_free_empty_pages(heap);
-    hak_reclaim_sweep(heap, true);
-    hak_heap_release(heap);
+void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  if (q->first == NULL) { hak_heap_queue_push_front(heap, page); return; }
+  page->next = NULL;
+  page->prev = q->last;
+  q->last->next = page;
+  q->last = page;
+}
+
+void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_queue_t *q = &heap->queues[page->bin];
+  bool was_first = q->first == page;
+  if (page->prev) page->prev->next = page->next; else q->first = page->next;
+  if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+  page->next = page->prev = NULL;
+  if (was_first) hak_heap_update_direct(heap, page->bin);
+}
+
+/* ------------------------------------------------------------ finding pages */
+
+/* A page of `bin` whose free list is not empty, owned by `heap`, first in
+ * its queue. Slow path of malloc: own pages first, then pages others gave
+ * up, then a fresh span. NULL when out of memory. */
+hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
+  hak_page_queue_t *q = &heap->queues[bin];
+  hak_page_t *page = q->first;
+  while (page != NULL) {
+    hak_page_t *next = page->next;
+    hak_page_gather_frees(page);
+    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page);
+    if (page->free != NULL) {
+      if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
+      return page;
+    }
+    /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
+    hak_heap_queue_remove(heap, page);
+    hak_counter_inc(&heap->stats[bin].pages_abandoned);
+    hak_page_abandon(page, heap, false);
+    page = next;
   }
-  hak_arenas_purge_all();
-  hak_huge_cache_flush();
+
+  /* A published page always has room: a remote free put a block in it, or
+   * its owner gave it up with free blocks. */
+  if ((page = hak_reclaim_adopt(heap, bin)) != NULL) {
+    if (page->free == NULL && page->capacity == page->reserved)
+      hak_fatal("internal error: adopted page %p has no free block", (void *)page);
+    if (page->free == NULL) hak_page_extend(page);
+    hak_heap_queue_push_front(heap, page);
+    return page;
+  }
+
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
+  if (page == NULL) return NULL;
+  hak_page_init(heap, page, bin);
+  hak_page_extend(page);
+  hak_heap_queue_push_front(heap, page);
+  hak_counter_inc(&heap->stats[bin].pages_new);
+  return page;
 }
 
-/* malloc_trim(0): the same, and "some memory was released". */
-int hak_malloc_trim(size_t pad) {
-  (void)pad;
-  hak_collect();
-  return 1;
+/* Free every page of the heap that holds no live block (hak_collect). */
+void hak_heap_free_empty_pages(hak_heap_t *heap) {
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    hak_page_t *page = heap->queues[bin].first;
+    while (page != NULL) {
+      hak_page_t *next = page->next;
+      hak_page_gather_frees(page);
+      if (hak_page_used(page) == 0) {
+        hak_heap_queue_remove(heap, page);
+        hak_page_free_span(heap, page);
+      }
+      page = next;
+    }
+  }
+}
+
+/* All blocks of an owned page are free again, and it is not one to keep
+ * (hak_page_keep_when_empty): return it to the arena. */
+void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page) {
+  hak_assert(hak_page_used(page) == 0 && hak_page_is_valid(page));
+  hak_heap_queue_remove(heap, page);
+  hak_page_free_span(heap, page);
 }
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
-  pthread_mutex_lock(&heaps_lock);
+  hak_lock(&heaps_lock);
   fn(NULL, arg);
   for (hak_heap_t *h = heaps_live; h != NULL; h = h->list_next) fn(h, arg);
-  pthread_mutex_unlock(&heaps_lock);
+  hak_unlock(&heaps_lock);
 }
 
 void hak_heaps_fork_prepare(void) {
@@ -201,4 +272,3 @@ void hak_heaps_fork_child(void) {
   pthread_mutex_init(&exit_heap_lock, NULL);
 }
 
-HAK_DEFINE_EXPORTS(HAK_EXPORTS_HEAP)

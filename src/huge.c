@@ -1,19 +1,15 @@
-/* Blocks beyond the size classes.
- *
- * Large blocks (up to HAK_LARGE_MAX) are spans of their own in the arenas'
- * segments, owned by no thread: freed, they coalesce with their neighbours
- * and are reused for any size (as a page heap does), keep their memory for
- * the purge delay, and cost no system call.
- *
- * Huge blocks (beyond) get a segment of their own, so that free() finds them
- * by masking like any other block.
+/* Huge blocks: beyond what an arena segment holds (HAK_LARGE_MAX; large
+ * blocks, up to there, are spans of their own: segment.c). A huge block
+ * gets a segment of its own, so that free() finds it by masking like any
+ * other block.
  *
  * Freed huge segments go to a small cache, still mapped and aligned: a
  * program that frees and reallocates big buffers then pays neither
  * mmap/munmap nor fresh page faults. The cache holds at most
  * HAKMEM_HUGE_CACHE bytes (oldest out first). While huge blocks keep being
  * freed and taken, cached memory stays resident; once the cache has seen no
- * use for HAKMEM_PURGE_DELAY, its memory is purged (mappings kept).
+ * use for HAKMEM_PURGE_DELAY, its memory is purged (mappings kept), by the
+ * purger (purge.c); with a delay of 0, as it is cached.
  *
  * realloc of a huge block resizes its mapping in place when the address
  * space allows, and otherwise moves it with mremap onto a fresh aligned
@@ -29,30 +25,6 @@
 #include "internal.h"
 
 _Atomic(int64_t) hak_stat_huge_cache_hits, hak_stat_huge_cache_misses;
-_Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
-
-/* ------------------------------------------------------------ large blocks */
-
-void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
-  size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  bool dirty;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
-  if (span == NULL) return NULL;
-  span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
-  hak_page_used_set(span, 1);
-  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  void *p = hak_page_area(span);
-  if (zero && dirty) memset(p, 0, size);
-  return p;
-}
-
-void hak_large_free(hak_page_t *span) {
-  atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  hak_span_free(span);
-}
 
 /* Offset of the block in its segment: past the header, aligned. */
 static size_t huge_offset(size_t align) {
@@ -102,13 +74,13 @@ static void huge_unaccount(size_t size) {
 typedef struct cached_s {
   hak_segment_t *seg;
   bool purged;                           /* memory handed back since it was freed */
-  bool zeroed;                           /* ... with MADV_DONTNEED: it reads as zero */
+  bool zeroed;                           /* ... and it reads as zero */
 } cached_t;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static cached_t cache[HUGE_CACHE_SLOTS];   /* oldest first */
 static size_t cache_count, cache_bytes;
-static uint64_t cache_used_at;             /* ms: last take or put */
+static uint64_t cache_purge_at;            /* ms: when unpurged entries go (last take or put + delay) */
 static _Atomic(bool) cache_dirty;          /* some entry is not purged */
 
 static void cache_remove_at(size_t i) {
@@ -117,36 +89,45 @@ static void cache_remove_at(size_t i) {
   cache_count--;
 }
 
-/* Purge every entry. Caller holds the lock. */
-static void cache_purge(void) {
-  for (size_t i = 0; i < cache_count; i++) {
-    cached_t *c = &cache[i];
-    if (c->purged) continue;
-    /* The header's first page stays: it is rewritten on reuse anyway. */
-    hak_os_purge((uint8_t *)c->seg + HAK_OS_PAGE, c->seg->size - HAK_OS_PAGE);
-    atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)c->seg->size, memory_order_relaxed);
-    c->purged = true;
-    c->zeroed = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_DONTNEED;
-  }
-  atomic_store_explicit(&cache_dirty, false, memory_order_relaxed);
+/* Purge a cached segment's memory (the header's first page stays: it is
+ * rewritten on reuse anyway). If the OS refuses, the entry stays unpurged,
+ * so a calloc that takes it clears it. True if purged. */
+static bool cached_purge(cached_t *c) {
+  hak_purge_result_t r = hak_os_purge((uint8_t *)c->seg + HAK_OS_PAGE, c->seg->size - HAK_OS_PAGE);
+  if (r == HAK_PURGE_FAILED) return false;
+  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)c->seg->size, memory_order_relaxed);
+  c->purged = true;
+  c->zeroed = r == HAK_PURGED_ZERO;
+  return true;
 }
 
-/* Purge the cache once it has gone unused for the purge delay. True if
- * cached memory is still waiting for that. */
-bool hak_huge_cache_decay(void) {
-  long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  if (delay < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return false;
-  if (pthread_mutex_trylock(&cache_lock) != 0) return true;
-  if (hak_clock_ms() >= cache_used_at + (uint64_t)delay) cache_purge();
-  pthread_mutex_unlock(&cache_lock);
-  return atomic_load_explicit(&cache_dirty, memory_order_relaxed);
+/* Purge every entry. Caller holds the lock. */
+static void cache_purge(uint64_t now) {
+  bool all = true;
+  for (size_t i = 0; i < cache_count; i++)
+    if (!cache[i].purged) all &= cached_purge(&cache[i]);
+  if (!all) cache_purge_at = now + HAK_PURGE_RETRY;
+  atomic_store_explicit(&cache_dirty, !all, memory_order_relaxed);
+}
+
+/* Purge the cache once it has gone unused for the purge delay. `wait`:
+ * even if another thread holds the cache (the purger). Returns when cached
+ * memory is due to be purged, or 0 if none waits. */
+uint64_t hak_huge_cache_decay(uint64_t now, bool wait) {
+  if (hak_option(HAK_OPT_PURGE_DELAY) < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return 0;
+  if (wait) hak_lock(&cache_lock);
+  else if (hak_trylock(&cache_lock) != 0) return now + 1;
+  if (now >= cache_purge_at) cache_purge(now);
+  uint64_t next = atomic_load_explicit(&cache_dirty, memory_order_relaxed) ? cache_purge_at : 0;
+  hak_unlock(&cache_lock);
+  return next;
 }
 
 /* The smallest cached segment of at least `total` bytes, its tail trimmed
  * if it would waste more than an eighth; or NULL. */
 static hak_segment_t *cache_take(size_t total, bool *zeroed) {
   hak_segment_t *seg = NULL;
-  pthread_mutex_lock(&cache_lock);
+  hak_lock(&cache_lock);
   size_t best = cache_count;
   for (size_t i = 0; i < cache_count; i++) {
     size_t size = cache[i].seg->size;
@@ -157,30 +138,39 @@ static hak_segment_t *cache_take(size_t total, bool *zeroed) {
     *zeroed = cache[best].zeroed;
     cache_remove_at(best);
   }
-  cache_used_at = hak_clock_ms();
-  pthread_mutex_unlock(&cache_lock);
+  cache_purge_at = hak_clock_ms() + (uint64_t)hak_option(HAK_OPT_PURGE_DELAY);
+  hak_unlock(&cache_lock);
   atomic_fetch_add_explicit(seg ? &hak_stat_huge_cache_hits : &hak_stat_huge_cache_misses, 1, memory_order_relaxed);
   if (seg != NULL && seg->size - total > total / 8 && hak_os_resize_in_place(seg, seg->size, total)) seg->size = total;
   return seg;
 }
 
-/* Keep a freed huge segment, or unmap it if it does not fit the cache. */
+/* Keep a freed huge segment, or unmap it if it does not fit the cache.
+ * With a purge delay of 0 its memory goes back at once (before it is
+ * cached: nobody else sees it yet). */
 static void cache_put(hak_segment_t *seg) {
   size_t limit = (size_t)hak_option(HAK_OPT_HUGE_CACHE);
+  long delay = hak_option(HAK_OPT_PURGE_DELAY);
   hak_segment_t *evicted[HUGE_CACHE_SLOTS];
   size_t n_evicted = 0;
   if (seg->size <= limit) {
-    pthread_mutex_lock(&cache_lock);
+    cached_t entry = { seg, false, false };
+    if (delay == 0) cached_purge(&entry);
+    hak_lock(&cache_lock);
     while (cache_count > 0 && (cache_count == HUGE_CACHE_SLOTS || cache_bytes + seg->size > limit)) {
       evicted[n_evicted++] = cache[0].seg;
       cache_remove_at(0);
     }
-    cache[cache_count++] = (cached_t){ seg, false, false };
+    cache[cache_count++] = entry;
     cache_bytes += seg->size;
-    cache_used_at = hak_clock_ms();
-    atomic_store_explicit(&cache_dirty, true, memory_order_relaxed);
-    pthread_mutex_unlock(&cache_lock);
-    hak_note_pending_work();
+    uint64_t now = hak_clock_ms();
+    uint64_t due = 0;
+    if (!entry.purged) {
+      due = cache_purge_at = delay > 0 ? now + (uint64_t)delay : now + HAK_PURGE_RETRY;
+      atomic_store_explicit(&cache_dirty, true, memory_order_relaxed);
+    }
+    hak_unlock(&cache_lock);
+    if (due != 0) hak_note_pending_work(due);
     seg = NULL;
   }
   for (size_t i = 0; i < n_evicted; i++) hak_os_free(evicted[i], evicted[i]->size);
@@ -190,28 +180,28 @@ static void cache_put(hak_segment_t *seg) {
 /* Whether seg is a freed huge segment waiting in the cache (to tell a
  * double free from a foreign pointer; error paths only). */
 bool hak_huge_cache_holds(const hak_segment_t *seg) {
-  pthread_mutex_lock(&cache_lock);
+  hak_lock(&cache_lock);
   bool found = false;
   for (size_t i = 0; i < cache_count && !found; i++) found = cache[i].seg == seg;
-  pthread_mutex_unlock(&cache_lock);
+  hak_unlock(&cache_lock);
   return found;
 }
 
 /* Unmap everything cached (malloc_trim). */
 void hak_huge_cache_flush(void) {
-  pthread_mutex_lock(&cache_lock);
+  hak_lock(&cache_lock);
   while (cache_count > 0) {
     hak_segment_t *seg = cache[0].seg;
     cache_remove_at(0);
     hak_os_free(seg, seg->size);
   }
-  pthread_mutex_unlock(&cache_lock);
+  hak_unlock(&cache_lock);
 }
 
 size_t hak_huge_cache_bytes(void) {
-  pthread_mutex_lock(&cache_lock);
+  hak_lock(&cache_lock);
   size_t n = cache_bytes;
-  pthread_mutex_unlock(&cache_lock);
+  hak_unlock(&cache_lock);
   return n;
 }
 
@@ -228,6 +218,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
   else if ((seg = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE)) == NULL) return NULL;
   void *p = huge_setup(seg, total, offset);
   if (zero && !zeroed) memset(p, 0, size);
+  hak_purger_consider_start();   /* allocation side, no lock held: see purge.c */
   return p;
 }
 
@@ -300,10 +291,10 @@ void *hak_giant_alloc(size_t size, size_t align) {
   g->base = base;
   g->mapped = mapped;
   g->block = block;
-  pthread_mutex_lock(&giant_lock);
+  hak_lock(&giant_lock);
   g->next = giants;
   giants = g;
-  pthread_mutex_unlock(&giant_lock);
+  hak_unlock(&giant_lock);
   hak_stat_commit((int64_t)mapped);
   return block;
 }
@@ -315,11 +306,11 @@ static giant_t **giant_find(const void *p) {
 }
 
 bool hak_giant_free(void *p) {
-  pthread_mutex_lock(&giant_lock);
+  hak_lock(&giant_lock);
   giant_t **link = giant_find(p);
   giant_t *g = link ? *link : NULL;
   if (g) *link = g->next;
-  pthread_mutex_unlock(&giant_lock);
+  hak_unlock(&giant_lock);
   if (g == NULL) return false;
   hak_stat_commit(-(int64_t)g->mapped);
   hak_os_free(g->base, g->mapped);
@@ -327,10 +318,10 @@ bool hak_giant_free(void *p) {
 }
 
 size_t hak_giant_usable_size(const void *p) {
-  pthread_mutex_lock(&giant_lock);
+  hak_lock(&giant_lock);
   giant_t **link = giant_find(p);
   size_t n = link ? (size_t)((uint8_t *)(*link)->base + (*link)->mapped - (*link)->block) : 0;
-  pthread_mutex_unlock(&giant_lock);
+  hak_unlock(&giant_lock);
   return n;
 }
 

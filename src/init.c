@@ -30,11 +30,14 @@ _Atomic int hak_init_state;
  *   handler. A single-threaded process takes no lock at all (as glibc's
  *   malloc does): no other thread can be inside the allocator, and the child
  *   is an exact copy of the interrupted parent, whose locks are released by
- *   the interrupted code itself if the handler returns. A multi-threaded
- *   process that forks from a signal handler which interrupted an allocator
- *   call on the same thread deadlocks here, as with glibc: such a handler
- *   must use _Fork(), which runs no atfork handler, and its child must not
- *   allocate. */
+ *   the interrupted code itself if the handler returns. Nor does a thread
+ *   that holds an allocator lock itself (hak_locks_held): the signal
+ *   interrupted it inside the allocator, and waiting would never end. That
+ *   matters even for programs that never start a thread, once hakmem's own
+ *   purger runs (purge.c). Its child inherits the interrupted code's locks
+ *   (as the single-threaded one does) and any the purger held at that
+ *   instant: such a child should only exec or _exit, as POSIX asks of a
+ *   child forked from a signal handler anyway. */
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern void _IO_list_resetlock(void) __attribute__((weak));
@@ -49,8 +52,10 @@ static bool process_is_single_threaded(void) {
  * may fork concurrently; the child inherits the forking thread's copy. */
 static __thread bool fork_locked;
 
+__thread unsigned hak_locks_held;
+
 static void fork_prepare(void) {
-  fork_locked = !process_is_single_threaded();
+  fork_locked = !process_is_single_threaded() && hak_locks_held == 0;
   if (!fork_locked) return;
   if (_IO_list_lock) _IO_list_lock();
   hak_stats_fork_prepare();
@@ -69,6 +74,7 @@ static void fork_parent(void) {
   if (_IO_list_unlock) _IO_list_unlock();
 }
 static void fork_child(void) {
+  hak_purger_fork_child();   /* the child has no purger thread (yet) */
   if (!fork_locked) return;
   hak_huge_fork_child();
   hak_segments_fork_child();

@@ -5,15 +5,20 @@
  * Layers, bottom up (one file each):
  *   os.c       mmap/madvise, aligned reservations, time
  *   segment.c  32 MiB aligned segments, carved into spans of 64 KiB slices by
- *              sharded arenas
- *   huge.c     blocks beyond the size classes: large ones as spans of their
- *              own, huge ones in segments of their own, and a cache of those
- *   page.c     a page = a span holding blocks of one size class: free lists,
- *              collection of remote frees, abandonment and reclamation
- *   heap.c     per-thread heaps: page queues per size class, thread exit
+ *              sharded arenas; large blocks are such spans
+ *   huge.c     huge blocks, in segments of their own, and a cache of those
+ *   page.c     a page = a span holding blocks of one size class: its free
+ *              lists, carving, the fast path's block check, validation
+ *   owner.c    how pages move between threads: remote frees, abandoning,
+ *              publishing, adopting, sweeping
+ *   heap.c     per-thread heaps: page queues per size class and the direct
+ *              table that mirrors them, finding a page for a class, exit
+ *   purge.c    when memory goes back to the OS: delays, the background
+ *              purger thread, the slow-path fallback, malloc_trim
  *   alloc.c    malloc and friends
  *   exports.h  every standard and C++ name hakmem exports, and its hak_* function
- *   free.c     free: the local fast path and the cross-thread path
+ *   free.c     free, whole: the exact pointer check, the fast path, the
+ *              generic path (remote frees continue in owner.c)
  *   init.c     process start-up, fork, thread exit hooks
  *   options.c  HAKMEM_* options and messages
  *   stats.c    counters and the report (mallinfo2, malloc_stats)
@@ -70,11 +75,14 @@
 #define HAK_OS_PAGE            4096
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
-#define HAK_SMALL_MAX          1024        /* heap->direct in 16-byte steps  */
-#define HAK_MID_MAX            8192        /* ... then in 128-byte steps     */
+/* The tiers (docs/design.md §1): small blocks (one-slice pages, the fast
+ * paths), medium (pages of several slices), large (a span each, below),
+ * huge (a segment each). */
+#define HAK_SMALL_MAX          8192        /* largest small block            */
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
+#define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
-#define HAK_DIRECT             (HAK_SMALL_MAX / 16 + 1 + HAK_MID_MAX / 128 - HAK_SMALL_MAX / 128)
+#define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
 #define HAK_PAGE_MAX_SLICES    64          /* a medium page spans ≤ 4 MiB    */
 #define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
 #define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
@@ -96,14 +104,14 @@ static inline size_t hak_bin_size(size_t bin) {
 
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 
-/* heap->direct index of a size <= HAK_MID_MAX: 16-byte steps up to 1 KiB,
+/* heap->direct index of a size <= HAK_SMALL_MAX: 16-byte steps up to 1 KiB,
  * then 128-byte steps (every class boundary falls on a step, and a class
  * spans at most 4 entries, so updating them stays cheap). */
-#define HAK_DIRECT_MID_BASE (HAK_SMALL_MAX / 16 + 1 - (HAK_SMALL_MAX + 128) / 128)
-static inline size_t hak_direct_small(size_t size) { return (size + 15) >> 4; }
-static inline size_t hak_direct_mid(size_t size) { return HAK_DIRECT_MID_BASE + ((size + 127) >> 7); }
+#define HAK_DIRECT_COARSE_BASE (HAK_DIRECT_FINE_MAX / 16 + 1 - (HAK_DIRECT_FINE_MAX + 128) / 128)
+static inline size_t hak_direct_fine(size_t size) { return (size + 15) >> 4; }
+static inline size_t hak_direct_coarse(size_t size) { return HAK_DIRECT_COARSE_BASE + ((size + 127) >> 7); }
 static inline size_t hak_direct_index(size_t size) {
-  return size <= HAK_SMALL_MAX ? hak_direct_small(size) : hak_direct_mid(size);
+  return size <= HAK_DIRECT_FINE_MAX ? hak_direct_fine(size) : hak_direct_coarse(size);
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -204,7 +212,7 @@ typedef struct hak_page_s {
   uint16_t slice_count;
   _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) */
   uint8_t span_kind;
-  uint8_t dirty;                         /* this slice may hold resident memory (any slice) */
+  uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
 #if HAKMEM_SECURE
   uintptr_t secret;                      /* page: encodes its free-list links (secure.h) */
 #endif
@@ -215,6 +223,13 @@ _Static_assert(sizeof(hak_page_t) == 128, "a secure page descriptor is two cache
 #else
 _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
 #endif
+
+/* What a slice's memory may hold (page->dirty of each slice): never used
+ * since mapped (zero, not resident), used since its last purge (may be
+ * resident and hold old bytes), or purged (given back; zero unless purged
+ * with MADV_FREE). Taking PURGED slices back soon after purging them means
+ * the purge delay was too short for this arena (see purge.c). */
+enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
 
 /* ---------------------------------------------------------------- segments */
 
@@ -276,7 +291,12 @@ static inline hak_segment_t *hak_segment_of(const void *p) {
 }
 static inline bool hak_segment_is_mapped(const void *p) {
   size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
+#if defined(__SANITIZE_THREAD__)
+  /* TSan cannot see the order munmap and mmap give a reused address. */
+  return __atomic_load_n(&hak_segment_map[i], __ATOMIC_RELAXED) != 0;
+#else
   return hak_segment_map[i] != 0;
+#endif
 }
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
@@ -295,7 +315,7 @@ static inline uintptr_t hak_page_owner(const hak_page_t *page) {
 }
 /* The free fast path's owner test, as a plain load that folds into the
  * compare. It can only be true for the owner, which wrote that value itself
- * (others write owner only while the page is given up, never naming this
+ * (others write owner only while the page is abandoned, never naming this
  * heap), and an aligned word load does not tear. TSan sees the atomic. */
 static inline bool hak_page_owned_by(const hak_page_t *page, const struct hak_heap_s *heap) {
 #if defined(__SANITIZE_THREAD__)
@@ -348,6 +368,14 @@ static inline void hak_page_used_set(hak_page_t *page, uint16_t used) {
 #define HAK_EMPTY_SEGMENTS_KEPT 1
 #define HAK_ARENAS_MAX 8
 
+/* An arena's purge delay adapts to how soon its purged memory is needed
+ * again (purge.c). All fields in ms of hak_clock_ms, under the arena lock. */
+typedef struct hak_purge_clock_s {
+  uint64_t delay;                        /* current delay: the option's, up to HAK_PURGE_DELAY_MAX */
+  uint64_t purged_at;                    /* last purge of a span */
+  uint64_t refault_at;                   /* last time purged slices were taken back soon after */
+} hak_purge_clock_t;
+
 /* An arena hands out spans of slices from its segments under its lock. Arenas
  * are shards: each thread heap draws from one, chosen round robin. */
 typedef struct hak_arena_s {
@@ -356,7 +384,10 @@ typedef struct hak_arena_s {
   hak_segment_t *segments;
   size_t segment_count;
   size_t empty_segments;                 /* fully free segments kept (at most HAK_EMPTY_SEGMENTS_KEPT) */
-  uint64_t next_purge;                   /* ms: earliest purge_at pending, or 0 */
+  /* Written under the lock; read without it by whoever checks for due
+   * work (the purger, malloc's slow path), hence atomic. */
+  _Atomic(uint64_t) next_purge;          /* ms: earliest purge_at pending, or 0 */
+  hak_purge_clock_t clock;               /* the arena's adaptive delay (purge.c), under the lock */
 } hak_arena_t;
 
 /* ---------------------------------------------------------------- heaps */
@@ -395,7 +426,7 @@ typedef struct hak_bin_stats_s {
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
  * a forked child. Pages in its queues are owned by it (page->owner names it);
- * full pages are not in any queue: they were given up (ABANDONED). */
+ * full pages are not in any queue: they were abandoned. */
 typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
@@ -415,11 +446,40 @@ extern __thread hak_heap_t *hak_tls_heap HAK_INTERNAL __attribute__((tls_model("
 
 static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
 
+/* ---------------------------------------------------------------- locks */
+
+/* Every allocator lock is taken through these (the fork handlers excepted),
+ * on slow paths only. They count the locks this thread holds, so that a
+ * fork() from a signal handler that interrupted this thread inside the
+ * allocator does not wait for a lock the interrupted code holds (init.c).
+ * The count rises before taking and falls after giving back, so a signal
+ * between the two steps errs on the safe side. */
+extern __thread unsigned hak_locks_held HAK_INTERNAL __attribute__((tls_model("initial-exec")));
+
+static inline void hak_lock(pthread_mutex_t *m) {
+  hak_locks_held++;
+  atomic_signal_fence(memory_order_seq_cst);
+  pthread_mutex_lock(m);
+}
+static inline int hak_trylock(pthread_mutex_t *m) {
+  hak_locks_held++;
+  atomic_signal_fence(memory_order_seq_cst);
+  int err = pthread_mutex_trylock(m);
+  atomic_signal_fence(memory_order_seq_cst);
+  if (err != 0) hak_locks_held--;
+  return err;
+}
+static inline void hak_unlock(pthread_mutex_t *m) {
+  pthread_mutex_unlock(m);
+  atomic_signal_fence(memory_order_seq_cst);
+  hak_locks_held--;
+}
+
 /* ---------------------------------------------------------------- options */
 
 typedef enum {
   HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
-  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_ZERO_ON_FREE, HAK_OPT_COUNT
+  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_BACKGROUND, HAK_OPT_ZERO_ON_FREE, HAK_OPT_COUNT
 } hak_option_t;
 
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
@@ -430,23 +490,25 @@ static inline long hak_option(hak_option_t o) { return hak_options[o]; }
 
 /* ---------------------------------------------------------------- deferred work */
 
-/* Set when memory may later be due back to the OS (a dirty free span, a
- * cached huge block, a published page), so that the malloc slow path
- * checks for due work with one load when there is none. */
+/* Memory will be due back to the OS at `due` (ms; a dirty free span, a
+ * cached huge block, a published page): whoever returns memory (the purger
+ * thread, or malloc's slow path without it) looks only when there is
+ * something to see, and the purger is woken if it sleeps past `due`. Not
+ * on any fast path; safe under any allocator lock. */
 extern _Atomic(bool) hak_work_pending HAK_INTERNAL;
-static inline void hak_note_pending_work(void) {
-  /* seq_cst, paired with the exchange in hak_heap_due_work: a note made
-   * after the state change is seen, or the change itself is. */
-  if (!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
-    atomic_store_explicit(&hak_work_pending, true, memory_order_seq_cst);
-}
+HAK_INTERNAL void hak_note_pending_work(uint64_t due);
 
 /* ---------------------------------------------------------------- functions */
 
 /* os.c */
 HAK_INTERNAL void *hak_os_alloc_aligned(size_t size, size_t align);
 HAK_INTERNAL void  hak_os_free(void *p, size_t size);
-HAK_INTERNAL void  hak_os_purge(void *p, size_t size);
+typedef enum {
+  HAK_PURGE_FAILED,                      /* still resident, old bytes intact */
+  HAK_PURGED_LAZY,                       /* MADV_FREE: returned, may still read old bytes */
+  HAK_PURGED_ZERO,                       /* returned, reads as zero */
+} hak_purge_result_t;
+HAK_INTERNAL hak_purge_result_t hak_os_purge(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);
 HAK_INTERNAL unsigned hak_cpu_count(void);
@@ -458,7 +520,10 @@ HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
-HAK_INTERNAL bool hak_arenas_purge_due(void);
+HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
+HAK_INTERNAL void  hak_large_free(hak_page_t *span);
+HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
+HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
@@ -470,15 +535,13 @@ HAK_INTERNAL void hak_segments_fork_parent(void);
 HAK_INTERNAL void hak_segments_fork_child(void);
 
 /* huge.c */
-HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
-HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
 HAK_INTERNAL bool  hak_huge_cache_holds(const hak_segment_t *seg);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
 HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);
 HAK_INTERNAL void  hak_huge_cache_flush(void);
-HAK_INTERNAL bool  hak_huge_cache_decay(void);
+HAK_INTERNAL uint64_t hak_huge_cache_decay(uint64_t now, bool wait);
 HAK_INTERNAL size_t hak_huge_cache_bytes(void);
 HAK_INTERNAL void *hak_giant_alloc(size_t size, size_t align);
 HAK_INTERNAL bool  hak_giant_free(void *p);
@@ -487,12 +550,16 @@ HAK_INTERNAL void hak_huge_fork_prepare(void);
 HAK_INTERNAL void hak_huge_fork_parent(void);
 HAK_INTERNAL void hak_huge_fork_child(void);
 
-/* page.c */
+/* page.c: one page's blocks, as its owner sees them */
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
-HAK_INTERNAL hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin);
-HAK_INTERNAL void hak_page_collect(hak_page_t *page);
+HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
+HAK_INTERNAL void hak_page_extend(hak_page_t *page);
+HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
+HAK_INTERNAL void hak_page_use_local_frees(hak_page_t *page);
+HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
+HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
-HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_free_span(hak_heap_t *heap, hak_page_t *page);
 
 /* An empty page that is the only one in its queue (no links) and small is
  * kept: freeing it and taking it back on the next malloc would thrash.
@@ -500,29 +567,37 @@ HAK_INTERNAL void hak_page_retire(hak_heap_t *heap, hak_page_t *page);
 static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
   return page->next == NULL && page->prev == NULL && page->slice_count == 1;
 }
-HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
-HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool force);
-HAK_INTERNAL void hak_page_give_up(hak_heap_t *heap, hak_page_t *page);
+
+/* owner.c: how pages move between threads */
+HAK_INTERNAL void hak_page_free_remote(hak_page_t *page, hak_block_t *b);
+HAK_INTERNAL void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept);
+HAK_INTERNAL void hak_page_abandon_at_exit(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
-HAK_INTERNAL void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page);
-HAK_INTERNAL void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page);
-HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
+HAK_INTERNAL hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
+HAK_INTERNAL size_t hak_page_purge_held(hak_page_t *page);
 HAK_INTERNAL void hak_reclaim_fork_prepare(void);
 HAK_INTERNAL void hak_reclaim_fork_parent(void);
 HAK_INTERNAL void hak_reclaim_fork_child(void);
 
 /* heap.c */
 HAK_INTERNAL void hak_heap_key_create(void);
-HAK_INTERNAL void hak_heap_due_work(hak_heap_t *heap);
 /* The calling thread's new heap; for a thread whose heap was given up at
  * exit, the shared exit heap, locked. Either way hand it back with
  * hak_heap_release after the operation. NULL: out of memory. */
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);
+HAK_INTERNAL bool hak_thread_on_exit_heap(void);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_direct_init(void);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);
 HAK_INTERNAL void hak_heaps_fork_parent(void);
 HAK_INTERNAL void hak_heaps_fork_child(void);
@@ -546,6 +621,30 @@ HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *re
 HAK_INTERNAL void hak_block_mark_aligned(void *q, const hak_page_t *page);
 HAK_INTERNAL const char *hak_op_name(hak_op_t op);
 HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what);
+
+/* purge.c */
+#define HAK_PURGE_DELAY_MAX 500          /* ms: most an arena's delay adapts up to */
+#define HAK_PURGE_RETRY     1000         /* ms: wait before retrying a purge that failed */
+HAK_INTERNAL void hak_purge_due_work(hak_heap_t *heap);
+HAK_INTERNAL void hak_purger_consider_start(void);
+/* A page was published, or a block freed into a published page (which may
+ * have emptied it): the next sweep has something to look at. */
+extern _Atomic(bool) hak_sweep_news HAK_INTERNAL;
+HAK_INTERNAL void hak_note_sweep_news_slow(void);
+static inline void hak_note_sweep_news(void) {
+  if (!atomic_load_explicit(&hak_sweep_news, memory_order_relaxed)) hak_note_sweep_news_slow();
+}
+/* A block was freed into a page its owner holds: the owner collects it only
+ * when it allocates from that page again (see hak_purge_held_blocks). */
+extern _Atomic(bool) hak_held_news HAK_INTERNAL;
+HAK_INTERNAL void hak_note_held_frees_slow(void);
+static inline void hak_note_held_frees(void) {
+  if (!atomic_load_explicit(&hak_held_news, memory_order_relaxed)) hak_note_held_frees_slow();
+}
+HAK_INTERNAL void hak_purge_clock_init(hak_purge_clock_t *c);
+HAK_INTERNAL uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now);
+HAK_INTERNAL void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now);
+HAK_INTERNAL void hak_purger_fork_child(void);
 
 /* alloc.c / free.c */
 /* size first: it arrives in the first argument register of malloc, so the

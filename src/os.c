@@ -48,10 +48,18 @@ void hak_os_free(void *p, size_t size) {
   if (munmap(p, size) != 0) hak_message("warning: munmap(%p, %zu) failed (errno %d)\n", p, size, errno);
 }
 
-/* Give the physical memory of a range back to the OS, keeping the range. */
-void hak_os_purge(void *p, size_t size) {
-  int advice = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE ? MADV_FREE : MADV_DONTNEED;
-  if (madvise(p, size, advice) != 0 && advice == MADV_FREE) madvise(p, size, MADV_DONTNEED);
+/* Give the physical memory of a range back to the OS, keeping the range,
+ * and say what the range reads as now. madvise can fail: on locked pages
+ * (mlock, mlockall) both advices fail with EINVAL, and then the old bytes
+ * stay. Warned once: a program that locks its memory meant to keep it. */
+hak_purge_result_t hak_os_purge(void *p, size_t size) {
+  static _Atomic(bool) warned;
+  if (hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE && madvise(p, size, MADV_FREE) == 0)
+    return HAK_PURGED_LAZY;
+  if (madvise(p, size, MADV_DONTNEED) == 0) return HAK_PURGED_ZERO;
+  if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+    hak_message("hakmem: warning: cannot return memory to the OS (madvise: errno %d); it stays resident\n", errno);
+  return HAK_PURGE_FAILED;
 }
 
 /* Grow or shrink a mapping without moving it. */

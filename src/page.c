@@ -1,63 +1,31 @@
-/* Pages: a span holding blocks of one size class.
+/* Pages: a span holding blocks of one size class, as its owner sees it.
  *
  * A page has three free lists (sharded, as in mimalloc):
  *   free         blocks to allocate from (owner only)
  *   local_free   blocks the owner freed (owner only, no atomics)
  *   xthread_free blocks other threads freed (lock-free push, owner takes all)
- * When `free` runs dry the owner collects the other two into it.
+ * When `free` runs dry the owner gathers the other two into it. Blocks are
+ * carved from the page's unused area a little at a time; the free fast
+ * path's exact block check follows the carving (hak_slice_t).
  *
- * Ownership moves between threads without locks (see shared/LESSONS.md §4-8):
- * a page its owner finds full is given up (state ABANDONED, no owner). The
- * first remote free into it flips it to PUBLISHED and pushes it on its size
- * class's reclaim queue; a thread that needs a page of that class pulls it
- * from there, adopts it and allocates from it at once. So freed memory is
- * reused by threads that allocate, never parked with an owner that has
- * stopped. Thread exit gives up every page the same way. */
+ * How pages move between threads: owner.c. Which page a heap allocates
+ * from: heap.c. */
 #include <string.h>
 #include "internal.h"
 
 hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
-
-/* Blocks carved from a page's unused area per extension: enough to amortise
- * the slow path, few enough not to touch memory the program may never use. */
+/* Most bytes carved from a page's unused area per extension: enough to
+ * amortise the slow path, few enough not to touch memory the program may
+ * never use. */
 #define HAK_EXTEND_BYTES (16 * 1024)
 
 /* Small classes: one slice. Larger: room for up to 16 blocks, rounded up to
  * whole slices, so a page wastes less than one slice. */
 size_t hak_page_slices_for(size_t block_size) {
-  if (block_size <= 8 * 1024) return 1;
+  if (block_size <= HAK_SMALL_MAX) return 1;
   size_t blocks = HAK_PAGE_MAX_SLICES * HAK_SLICE_SIZE / block_size;
   if (blocks > 16) blocks = 16;
   return (blocks * block_size + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
-}
-
-/* ------------------------------------------------------------ queues */
-
-void hak_page_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
-  hak_page_queue_t *q = &heap->queues[page->bin];
-  page->prev = NULL;
-  page->next = q->first;
-  if (q->first) q->first->prev = page; else q->last = page;
-  q->first = page;
-  hak_heap_update_direct(heap, page->bin);
-}
-
-static void queue_push_back(hak_heap_t *heap, hak_page_t *page) {
-  hak_page_queue_t *q = &heap->queues[page->bin];
-  if (q->first == NULL) { hak_page_queue_push_front(heap, page); return; }
-  page->next = NULL;
-  page->prev = q->last;
-  q->last->next = page;
-  q->last = page;
-}
-
-void hak_page_queue_remove(hak_heap_t *heap, hak_page_t *page) {
-  hak_page_queue_t *q = &heap->queues[page->bin];
-  bool was_first = q->first == page;
-  if (page->prev) page->prev->next = page->next; else q->first = page->next;
-  if (page->next) page->next->prev = page->prev; else q->last = page->prev;
-  page->next = page->prev = NULL;
-  if (was_first) hak_heap_update_direct(heap, page->bin);
 }
 
 /* ------------------------------------------------------------ free lists */
@@ -84,12 +52,12 @@ static void page_clear_check(hak_page_t *page) {
   check->recip = check->bound = 0;
 }
 
-static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
+void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   size_t bs = hak_bin_size(bin);
   page->free = NULL;
   page->local_free = NULL;
   hak_page_used_set(page, 0);
-  page->capacity = 0;
+  __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
   page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
@@ -101,13 +69,19 @@ static void page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
 }
 
 /* Carve more blocks from the page's never-used area onto its free list.
- * Each carved block gets its free tag: it is free, so freeing it before
- * malloc handed it out is caught like any double free. */
-static void page_extend(hak_page_t *page) {
+ * Carving writes each block's link and free tag (it is free, so freeing it
+ * before malloc handed it out is caught like any double free), so it makes
+ * the OS pages under the blocks' starts resident: the first carve covers one
+ * OS page, and each next one as much as is carved already, up to
+ * HAK_EXTEND_BYTES. A thread that takes a few blocks of a class then pays
+ * 4 KiB for them, not 16 (1,000 threads with 10 blocks each: 152 MB
+ * resident, 16 MB live). */
+void hak_page_extend(hak_page_t *page) {
   size_t bs = page->block_size;
   size_t n = (size_t)(page->reserved - page->capacity);
-  size_t most = HAK_EXTEND_BYTES / bs;
-  if (most == 0) most = 1;
+  size_t carved = (size_t)page->capacity * bs;
+  size_t bytes = carved == 0 ? HAK_OS_PAGE : carved < HAK_EXTEND_BYTES ? carved : HAK_EXTEND_BYTES;
+  size_t most = (bytes + bs - 1) / bs;   /* the blocks that start in the next `bytes` */
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
   if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, false);
@@ -124,13 +98,14 @@ static void page_extend(hak_page_t *page) {
   page->free = (hak_block_t *)first;
 #endif
   if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, true);
-  page->capacity = (uint16_t)(page->capacity + n);
+  /* Relaxed atomic: a freeing thread may read it (hak_page_block_of). */
+  __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + n), __ATOMIC_RELAXED);
   page_update_check(page);
 }
 
 /* Move a list taken from xthread_free onto local_free, and stop counting
  * its blocks as used. */
-static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
+void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   hak_block_t *list = (hak_block_t *)(xfree & ~(uintptr_t)HAK_XSTATE_MASK);
   if (list == NULL) return;
   size_t count = 1;
@@ -145,7 +120,7 @@ static void page_take_remote(hak_page_t *page, uintptr_t xfree) {
 }
 
 /* An empty free list takes the blocks freed locally (and collected). */
-static void page_use_local_frees(hak_page_t *page) {
+void hak_page_use_local_frees(hak_page_t *page) {
   if (page->free == NULL) {
     page->free = page->local_free;
     page->local_free = NULL;
@@ -153,10 +128,10 @@ static void page_use_local_frees(hak_page_t *page) {
 }
 
 /* Gather the blocks freed since `free` was filled. Owner only. */
-void hak_page_collect(hak_page_t *page) {
+void hak_page_gather_frees(hak_page_t *page) {
   if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
-    page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
-  page_use_local_frees(page);
+    hak_page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
+  hak_page_use_local_frees(page);
   hak_assert(hak_page_is_valid(page));
 }
 
@@ -167,7 +142,7 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
   if ((const uint8_t *)p < start) return NULL;
   size_t offset = (size_t)((const uint8_t *)p - start);
   size_t index = offset / page->block_size;
-  if (index >= page->capacity) return NULL;
+  if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */
   return (hak_block_t *)(start + index * page->block_size);
 }
 
@@ -197,11 +172,11 @@ static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, siz
 bool hak_page_is_valid(const hak_page_t *page) {
   if (page->span_kind != HAK_SPAN_PAGE || page->block_size != hak_bin_size(page->bin)) return false;
   if (page->reserved != page->slice_count * HAK_SLICE_SIZE / page->block_size) return false;
-  if (page->capacity > page->reserved || page->used > page->capacity) return false;
+  if (page->capacity > page->reserved || hak_page_used(page) > page->capacity) return false;
   size_t count = 0;
   if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->local_free, &count))
     return false;
-  if (count + page->used != page->capacity) return false;
+  if (count + hak_page_used(page) != page->capacity) return false;
   const hak_segment_t *seg = hak_segment_of(page);
   const hak_slice_t *check = &seg->slices[page - seg->pages];
   if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
@@ -209,250 +184,13 @@ bool hak_page_is_valid(const hak_page_t *page) {
   return check->recip == recip && check->bound == page->capacity * (recip * page->block_size - ((uint64_t)1 << 32));
 }
 
-/* ------------------------------------------------------------ reclaim queues */
+/* ------------------------------------------------------------ back to the arena */
 
-/* Pages given up with free blocks in them, per size class. Publishers (any
- * thread, on the free path) push lock-free; poppers (threads allocating in
- * the slow path) are serialised by reclaim_lock, and take the whole pushed
- * stack at once, so there is no ABA. Pages are handed out oldest first,
- * when they have gathered the most remote frees. Pops are rare (only after
- * pages were published), so one lock serves every class. */
-typedef struct reclaim_s {
-  _Atomic(hak_page_t *) pushed;          /* newest first */
-  hak_page_t *queued;                    /* oldest first (reclaim_lock) */
-  _Atomic(bool) has_queued;
-} reclaim_t;
-
-static reclaim_t reclaims[HAK_BINS];
-static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic(uint64_t) published_count;   /* pages published, ever */
-static _Atomic(uint64_t) swept_count;       /* published_count at the last sweep */
-static _Atomic(uint64_t) swept_at;          /* ms: when the last sweep began */
-static _Atomic(bool) sweep_owed;            /* the last sweep put pages back: look again later */
-
-static void reclaim_push(hak_page_t *page) {
-  reclaim_t *r = &reclaims[page->bin];
-  hak_page_t *head = atomic_load_explicit(&r->pushed, memory_order_relaxed);
-  do {
-    page->next = head;
-  } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
-}
-
-void hak_page_publish(hak_page_t *page) {
-  atomic_fetch_add_explicit(&published_count, 1, memory_order_relaxed);
-  reclaim_push(page);
-  hak_note_pending_work();
-}
-
-static hak_page_t *reclaim_pop(size_t bin) {
-  reclaim_t *r = &reclaims[bin];
-  if (atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL &&
-      !atomic_load_explicit(&r->has_queued, memory_order_relaxed))
-    return NULL;
-  pthread_mutex_lock(&reclaim_lock);
-  if (r->queued == NULL) {
-    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
-    while (list != NULL) {               /* reverse: oldest first */
-      hak_page_t *next = list->next;
-      list->next = r->queued;
-      r->queued = list;
-      list = next;
-    }
-  }
-  hak_page_t *page = r->queued;
-  if (page != NULL) r->queued = page->next;
-  atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
-  pthread_mutex_unlock(&reclaim_lock);
-  return page;
-}
-
-void hak_reclaim_fork_prepare(void) { pthread_mutex_lock(&reclaim_lock); }
-void hak_reclaim_fork_parent(void) { pthread_mutex_unlock(&reclaim_lock); }
-void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
-
-/* ------------------------------------------------------------ ownership */
-
-static void page_free_span(hak_heap_t *heap, hak_page_t *page) {
+/* A page with no live block goes back to its arena. */
+void hak_page_free_span(hak_heap_t *heap, hak_page_t *page) {
   if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
   hak_counter_inc(&heap->stats[page->bin].pages_freed);
   hak_span_free(page);
-}
-
-/* Give up a page (caller removed it from its queue). With free blocks in it,
- * it is published for adoption now; full, it waits for its first remote free
- * to be published. `last_owner` may take it back on free (NULL at exit).
- * `swept`: the reclaim sweep puts back a page it took, which is not news
- * (it does not count as a new publication; the sweep itself asks to look
- * again, see hak_reclaim_sweep). */
-static void page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
-  bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
-  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
-                        (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
-  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
-  do {
-    bool publish = has_room || (old & ~(uintptr_t)HAK_XSTATE_MASK) != 0;
-    state = publish ? HAK_XSTATE_PUBLISHED : HAK_XSTATE_ABANDONED;
-  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
-                                                  (old & ~(uintptr_t)HAK_XSTATE_MASK) | state,
-                                                  memory_order_release, memory_order_relaxed));
-  if (state == HAK_XSTATE_PUBLISHED) {
-    if (swept) reclaim_push(page);   /* back where the sweep took it from */
-    else hak_page_publish(page);
-  }
-}
-
-/* Thread exit: free the page if nothing in it is live, else give it up
- * for other threads to adopt. */
-void hak_page_give_up(hak_heap_t *heap, hak_page_t *page) {
-  hak_page_queue_remove(heap, page);
-  hak_page_collect(page);
-  if (hak_page_used(page) == 0) { page_free_span(heap, page); return; }
-  hak_counter_inc(&heap->stats[page->bin].pages_abandoned);
-  page_abandon(page, NULL, false);
-}
-
-/* Caller won the page through xthread_free: name itself as owner, keeping
- * the aligned-blocks bit, which belongs to the page's blocks. */
-static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
-  uintptr_t aligned = hak_page_owner(page) & HAK_OWNER_ALIGNED;
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned | hak_owner_counted, memory_order_relaxed);
-}
-
-/* Become the owner of a page popped from a reclaim queue. */
-static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
-  uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
-  page_take_ownership(heap, page);
-  page_take_remote(page, xfree);
-  page_use_local_frees(page);
-  hak_counter_inc(&heap->stats[page->bin].pages_adopted);
-  hak_assert(hak_page_is_valid(page));
-}
-
-/* The last owner of a full page frees into it: take it back (if nobody has
- * published it meanwhile), so that its further frees are local again. */
-bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
-  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
-  while ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) {
-    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, HAK_XSTATE_ACTIVE,
-                                              memory_order_acquire, memory_order_relaxed)) {
-      page_take_ownership(heap, page);
-      page_take_remote(page, old);
-      queue_push_back(heap, page);
-      hak_assert(hak_page_is_valid(page));
-      return true;
-    }
-  }
-  return false;
-}
-
-/* A page of `bin` whose free list is not empty, owned by `heap`, first in
- * its queue. Slow path of malloc: own pages first, then pages others gave
- * up, then a fresh span. NULL when out of memory. */
-hak_page_t *hak_page_for_bin(hak_heap_t *heap, size_t bin) {
-  hak_page_queue_t *q = &heap->queues[bin];
-  hak_page_t *page = q->first;
-  while (page != NULL) {
-    hak_page_t *next = page->next;
-    hak_page_collect(page);
-    if (page->free == NULL && page->capacity < page->reserved) page_extend(page);
-    if (page->free != NULL) {
-      if (page != q->first) { hak_page_queue_remove(heap, page); hak_page_queue_push_front(heap, page); }
-      return page;
-    }
-    /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
-    hak_page_queue_remove(heap, page);
-    hak_counter_inc(&heap->stats[bin].pages_abandoned);
-    page_abandon(page, heap, false);
-    page = next;
-  }
-
-  /* A published page always has room: a remote free put a block in it, or
-   * its owner gave it up with free blocks. */
-  if ((page = reclaim_pop(bin)) != NULL) {
-    page_adopt(heap, page);
-    if (page->free == NULL && page->capacity == page->reserved)
-      hak_fatal("internal error: adopted page %p has no free block", (void *)page);
-    if (page->free == NULL) page_extend(page);
-    hak_page_queue_push_front(heap, page);
-    return page;
-  }
-
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
-  if (page == NULL) return NULL;
-  page_init(heap, page, bin);
-  page_extend(page);
-  hak_page_queue_push_front(heap, page);
-  hak_counter_inc(&heap->stats[bin].pages_new);
-  return page;
-}
-
-/* Pages published for a class that nobody allocates any more would keep
- * their memory for ever, even once every block in them is freed. So, at
- * most once per purge delay and only if something was published since, a
- * thread in the slow path takes every published page, frees those with no
- * live block and publishes the rest again. `force`: now (hak_collect).
- * True if a sweep is still owed for later. */
-bool hak_reclaim_sweep(hak_heap_t *heap, bool force) {
-  uint64_t published = atomic_load_explicit(&published_count, memory_order_relaxed);
-  long delay = hak_option(HAK_OPT_PURGE_DELAY);
-  bool news = published != atomic_load_explicit(&swept_count, memory_order_relaxed) ||
-              atomic_load_explicit(&sweep_owed, memory_order_relaxed);
-  if (!force && (!news || delay < 0)) return false;
-  uint64_t now = hak_clock_ms();
-  if (!force && now < atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay) return true;
-  if (force) pthread_mutex_lock(&reclaim_lock);
-  else if (pthread_mutex_trylock(&reclaim_lock) != 0) return true;
-  atomic_store_explicit(&swept_at, now, memory_order_relaxed);
-  atomic_store_explicit(&swept_count, published, memory_order_relaxed);
-  hak_page_t *taken = NULL;
-  for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    reclaim_t *r = &reclaims[bin];
-    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
-    while (list != NULL) { hak_page_t *next = list->next; list->next = taken; taken = list; list = next; }
-    while (r->queued != NULL) { hak_page_t *next = r->queued->next; r->queued->next = taken; taken = r->queued; r->queued = next; }
-    atomic_store_explicit(&r->has_queued, false, memory_order_relaxed);
-  }
-  pthread_mutex_unlock(&reclaim_lock);
-  bool put_back = false;
-  while (taken != NULL) {
-    hak_page_t *page = taken;
-    taken = page->next;
-    page_adopt(heap, page);
-    if (hak_page_used(page) == 0) {
-      page_free_span(heap, page);
-    } else {
-      page_abandon(page, NULL, true);
-      put_back = true;
-    }
-  }
-  /* Pages put back may be emptied by remote frees later, which publish
-   * nothing new (they are published already): look at them again. */
-  atomic_store_explicit(&sweep_owed, put_back, memory_order_relaxed);
-  return put_back;
-}
-
-/* Free every page of the heap that holds no live block (hak_collect). */
-void hak_heap_free_empty_pages(hak_heap_t *heap) {
-  for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    hak_page_t *page = heap->queues[bin].first;
-    while (page != NULL) {
-      hak_page_t *next = page->next;
-      hak_page_collect(page);
-      if (hak_page_used(page) == 0) {
-        hak_page_queue_remove(heap, page);
-        page_free_span(heap, page);
-      }
-      page = next;
-    }
-  }
-}
-
-/* All blocks of an owned page are free again, and it is not one to keep
- * (hak_page_keep_when_empty): return it to the arena. */
-void hak_page_retire(hak_heap_t *heap, hak_page_t *page) {
-  hak_assert(page->used == 0 && hak_page_is_valid(page));
-  hak_page_queue_remove(heap, page);
-  page_free_span(heap, page);
 }

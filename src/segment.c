@@ -6,8 +6,8 @@
  * pages, and takes them back, coalescing free neighbours. Free spans keep
  * their memory for a short delay (HAKMEM_PURGE_DELAY) before it is purged,
  * so bursts reuse resident memory without system calls; fully free segments
- * beyond HAK_EMPTY_SEGMENTS_KEPT per arena are unmapped. (Purges run from span frees and from
- * the malloc slow path, see hak_heap_due_work.) (Huge segments: huge.c.) */
+ * beyond HAK_EMPTY_SEGMENTS_KEPT per arena are unmapped. When purges are due
+ * and how long the delay is: purge.c. (Huge segments: huge.c.) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -32,7 +32,10 @@ void hak_arenas_init(void) {
   long n = hak_option(HAK_OPT_ARENAS);
   if (n <= 0) n = (long)hak_cpu_count();
   arena_count = n > HAK_ARENAS_MAX ? HAK_ARENAS_MAX : (unsigned)n;
-  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) arena_lock_init(&arenas[i]);
+  for (unsigned i = 0; i < HAK_ARENAS_MAX; i++) {
+    arena_lock_init(&arenas[i]);
+    hak_purge_clock_init(&arenas[i].clock);
+  }
 }
 
 unsigned hak_arena_count(void) { return arena_count; }
@@ -57,16 +60,17 @@ static size_t slice_index(const hak_page_t *span) { return (size_t)(span - hak_s
 
 /* A free span maps only its first and last slice: coalescing needs no more
  * (its interior entries still name some descriptor of the segment). */
-/* Which slices may hold resident memory is kept per slice: a freed page
- * marks its slices, a purge clears them, and a split counts what it takes,
- * so a span merged with never-touched neighbours is not counted whole. */
-static void slices_mark_dirty(hak_page_t *first, size_t n, uint8_t dirty) {
-  for (size_t i = 0; i < n; i++) first[i].dirty = dirty;
+/* Which slices may hold resident memory is kept per slice (HAK_SLICE_*): a
+ * freed page marks its slices dirty, a purge marks them purged, and a split
+ * counts what it takes, so a span merged with never-touched neighbours is
+ * not counted whole. */
+static void slices_mark(hak_page_t *first, size_t n, uint8_t state) {
+  for (size_t i = 0; i < n; i++) first[i].dirty = state;
 }
 
-static size_t slices_count_dirty(const hak_page_t *first, size_t n) {
+static size_t slices_count(const hak_page_t *first, size_t n, uint8_t state) {
   size_t count = 0;
-  for (size_t i = 0; i < n; i++) count += first[i].dirty;
+  for (size_t i = 0; i < n; i++) count += first[i].dirty == state;
   return count;
 }
 
@@ -84,10 +88,10 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty
   span->next = a->spans[b];
   if (span->next) span->next->prev = span;
   a->spans[b] = span;
-  uint64_t due = a->next_purge;
+  uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
   if (dirty > 0 && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
-    __atomic_store_n(&a->next_purge, purge_at, __ATOMIC_RELAXED);
-    hak_note_pending_work();
+    atomic_store_explicit(&a->next_purge, purge_at, memory_order_relaxed);
+    hak_note_pending_work(purge_at);
   }
 }
 
@@ -98,43 +102,67 @@ static void span_remove(hak_arena_t *a, hak_page_t *span) {
   span->next = span->prev = NULL;
 }
 
-static void span_purge(hak_page_t *span) {
-  hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE);
+static void segment_release(hak_arena_t *a, hak_segment_t *seg);
+
+/* Purge a free span. If the OS refuses, its slices stay dirty (so calloc
+ * still clears what it takes from them) and it is tried again later. */
+static void span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now) {
+  if (hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE) == HAK_PURGE_FAILED) {
+    span->purge_at = now + HAK_PURGE_RETRY;
+    return;
+  }
   atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->dirty_slices * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
-  slices_mark_dirty(span, span->slice_count, 0);
+  slices_mark(span, span->slice_count, HAK_SLICE_PURGED);
   span->dirty_slices = 0;
+  a->clock.purged_at = now;
 }
 
 /* Purge the dirty free spans whose delay has run out (all of them if
- * `force`). Caller holds the arena lock. */
-static void arena_purge(hak_arena_t *a, uint64_t now, bool force) {
+ * `force`). Caller holds the arena lock. Returns the next purge_at, or 0. */
+static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
   uint64_t next = 0;
   for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
-    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
+    for (hak_page_t *s = a->spans[b], *after; s != NULL; s = after) {
+      after = s->next;
       if (s->dirty_slices == 0) continue;
-      if (force || s->purge_at <= now) span_purge(s);
-      else if (next == 0 || s->purge_at < next) next = s->purge_at;
+      if (force || s->purge_at <= now) {
+        /* A segment gone empty beyond the ones kept is unmapped now, when
+         * its memory is due back, not as it empties: large blocks that
+         * come and go would otherwise map and fault in a fresh segment
+         * each time. */
+        hak_segment_t *seg = hak_segment_of(s);
+        if (seg->used_slices == 0 && a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) {
+          segment_release(a, seg);
+          continue;
+        }
+        span_purge(a, s, now);
+      }
+      if (s->dirty_slices != 0 && (next == 0 || s->purge_at < next)) next = s->purge_at;
     }
   }
-  __atomic_store_n(&a->next_purge, next, __ATOMIC_RELAXED);
+  atomic_store_explicit(&a->next_purge, next, memory_order_relaxed);
+  return next;
 }
 
-/* Purge what is due in any arena (a span may be freed into another
- * thread's arena, whose owner has gone quiet). True if purges remain
- * pending for later. */
-bool hak_arenas_purge_due(void) {
-  bool pending = false;
+/* Purge what is due in every arena (a span may be freed into another
+ * thread's arena, whose owner has gone quiet). `wait`: take each arena's
+ * lock even if it is busy (the purger), else skip a busy one. Returns the
+ * earliest purge still pending, or 0. */
+uint64_t hak_arenas_purge_due(uint64_t now, bool wait) {
+  uint64_t next = 0;
   for (unsigned i = 0; i < arena_count; i++) {
     hak_arena_t *a = &arenas[i];
-    uint64_t due = __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED);
-    if (due == 0) continue;
-    if (hak_clock_ms() >= due && pthread_mutex_trylock(&a->lock) == 0) {
-      arena_purge(a, hak_clock_ms(), false);
-      pthread_mutex_unlock(&a->lock);
+    uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
+    if (due != 0 && now >= due) {
+      if (wait) hak_lock(&a->lock);
+      if (wait || hak_trylock(&a->lock) == 0) {
+        due = arena_purge(a, now, false);
+        hak_unlock(&a->lock);
+      }
     }
-    pending |= __atomic_load_n(&a->next_purge, __ATOMIC_RELAXED) != 0;
+    if (due != 0 && (next == 0 || due < next)) next = due;
   }
-  return pending;
+  return next;
 }
 
 /* Call fn on every span (free, page or meta) of every arena's segments,
@@ -142,20 +170,24 @@ bool hak_arenas_purge_due(void) {
  * be changing them: the figures are a snapshot, for statistics. */
 void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg) {
   for (unsigned i = 0; i < arena_count; i++) {
-    pthread_mutex_lock(&arenas[i].lock);
+    hak_lock(&arenas[i].lock);
     for (hak_segment_t *seg = arenas[i].segments; seg != NULL; seg = seg->next)
       for (size_t s = 0; s < HAK_SLICES; s += seg->pages[s].slice_count) fn(&seg->pages[s], arg);
-    pthread_mutex_unlock(&arenas[i].lock);
+    hak_unlock(&arenas[i].lock);
   }
 }
 
-/* Purge every free span now (malloc_trim). */
+/* Purge every free span of an arena now (what fails stays dirty), and
+ * unmap its empty segments beyond the ones kept. */
+void hak_arena_purge_all(hak_arena_t *a) {
+  hak_lock(&a->lock);
+  arena_purge(a, hak_clock_ms(), true);
+  hak_unlock(&a->lock);
+}
+
+/* Every arena's (malloc_trim). */
 void hak_arenas_purge_all(void) {
-  for (unsigned i = 0; i < arena_count; i++) {
-    pthread_mutex_lock(&arenas[i].lock);
-    arena_purge(&arenas[i], hak_clock_ms(), true);
-    pthread_mutex_unlock(&arenas[i].lock);
-  }
+  for (unsigned i = 0; i < arena_count; i++) hak_arena_purge_all(&arenas[i]);
 }
 
 /* ------------------------------------------------------------ segments */
@@ -205,11 +237,20 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ spans */
 
+/* A free span of at least n slices: the smallest-binned one whose first n
+ * slices are all dirty if there is one (they are resident already: reusing
+ * them costs no page fault, and leaves purged memory purged), else the first
+ * that fits. Taking a purged span while dirty ones wait for their delay
+ * made producer/consumer rounds hold a growing heap of dirty spans. */
 static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
+  hak_page_t *fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
-    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next)
-      if (s->slice_count >= n) return s;
-  return NULL;
+    for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
+      if (s->slice_count < n) continue;
+      if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
+      if (fit == NULL) fit = s;
+    }
+  return fit;
 }
 
 /* Take a span of `slices` slices for a page or a large block (`kind`).
@@ -217,15 +258,19 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
  * slice mapped to it, or NULL. `dirty` (may be NULL): whether its memory
  * may hold old contents (else it is fresh or purged to zero). */
 hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *dirty) {
-  pthread_mutex_lock(&a->lock);
+  hak_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices);
   if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices);
-  if (span == NULL) { pthread_mutex_unlock(&a->lock); errno = ENOMEM; return NULL; }
+  if (span == NULL) { hak_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
-  size_t have = span->slice_count, taken_dirty = slices_count_dirty(span, slices);
+  size_t have = span->slice_count, taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
   if (have > slices)
     span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
+  /* Large blocks only: refaulting them costs the most, and a page's span
+   * is small enough that a longer delay would just keep scattered ones. */
+  if (kind == HAK_SPAN_LARGE && slices_count(span, slices, HAK_SLICE_PURGED) > 0)
+    hak_purge_clock_refault(&a->clock, hak_clock_ms());
   if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
@@ -234,8 +279,9 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
   hak_assert(arena_is_valid(a));
-  pthread_mutex_unlock(&a->lock);
+  hak_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
+  hak_purger_consider_start();   /* allocation side, no lock held: see purge.c */
   return span;
 }
 
@@ -249,12 +295,12 @@ void hak_span_free(hak_page_t *span) {
   long delay = hak_option(HAK_OPT_PURGE_DELAY);
   uint64_t now = hak_clock_ms();
 
-  pthread_mutex_lock(&a->lock);
+  hak_lock(&a->lock);
   /* Under the lock: a span marked free is one a neighbour may merge with.
    * Marked even if merged away below, so that a second free is reported. */
   span->span_kind = HAK_SPAN_FREE;
   seg->used_slices -= (uint32_t)n;
-  slices_mark_dirty(span, n, 1);   /* the page was used: its slices may be resident */
+  slices_mark(span, n, HAK_SLICE_DIRTY);   /* the page was used: its slices may be resident */
   size_t dirty = n;
   hak_page_t *end = span + n;
   if (end < seg->pages + HAK_SLICES && end->span_kind == HAK_SPAN_FREE) {
@@ -269,13 +315,44 @@ void hak_span_free(hak_page_t *span) {
     dirty += before->dirty_slices;
     span = before;
   }
-  span_insert(a, span, n, dirty, delay > 0 ? now + (uint64_t)delay : now);
+  span_insert(a, span, n, dirty, hak_purge_deadline(&a->clock, now));
 
-  if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT) segment_release(a, seg);
-  else if (delay == 0) span_purge(span);
-  if (delay > 0 && a->next_purge != 0 && a->next_purge <= now) arena_purge(a, now, false);
+  /* A segment beyond the ones kept goes when its memory is due back (see
+   * arena_purge); at once if purges are immediate or never happen. */
+  if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT && delay <= 0) segment_release(a, seg);
+  else if (delay == 0) span_purge(a, span, now);
   hak_assert(arena_is_valid(a));
-  pthread_mutex_unlock(&a->lock);
+  hak_unlock(&a->lock);
+}
+
+/* ------------------------------------------------------------ large blocks */
+
+/* A block beyond the size classes (up to HAK_LARGE_MAX) is a span of its
+ * own, owned by no thread: freed, it coalesces with its neighbours and is
+ * reused for any size, keeps its memory for the purge delay, and costs no
+ * system call. */
+_Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
+
+
+void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
+  size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  bool dirty;
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
+  if (span == NULL) return NULL;
+  span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
+  hak_page_used_set(span, 1);
+  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
+  void *p = hak_page_area(span);
+  if (zero && dirty) memset(p, 0, size);
+  return p;
+}
+
+void hak_large_free(hak_page_t *span) {
+  atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
+  hak_span_free(span);
 }
 
 /* ------------------------------------------------------------ validation */
@@ -296,7 +373,7 @@ static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
     if (n == 0 || i + n > HAK_SLICES) return false;
     if (span->span_kind == HAK_SPAN_FREE) {
       if (after_free || seg->slices[i].page != span || seg->slices[i + n - 1].page != span) return false;
-      if (span->dirty_slices != slices_count_dirty(span, n)) return false;
+      if (span->dirty_slices != slices_count(span, n, HAK_SLICE_DIRTY)) return false;
       (*free_spans)++;
     } else {
       if (span->span_kind != HAK_SPAN_PAGE && span->span_kind != HAK_SPAN_LARGE) return false;
@@ -324,9 +401,9 @@ static bool arena_is_valid(hak_arena_t *a) {
 bool hak_arenas_are_valid(void) {
   bool valid = true;
   for (unsigned i = 0; i < arena_count && valid; i++) {
-    pthread_mutex_lock(&arenas[i].lock);
+    hak_lock(&arenas[i].lock);
     valid = arena_is_valid(&arenas[i]);
-    pthread_mutex_unlock(&arenas[i].lock);
+    hak_unlock(&arenas[i].lock);
   }
   return valid;
 }

@@ -73,7 +73,7 @@ void hak_stats_merge_exited(hak_heap_t *heap) {
 
 /* What the span walk sees now, per size class. */
 typedef struct census_s {
-  uint64_t live_blocks, pages_in_use, pages_empty, pages_unowned;
+  uint64_t live_blocks, pages_in_use, pages_empty, pages_abandoned_now;
 } census_t;
 
 typedef struct snapshot_s {
@@ -111,7 +111,7 @@ static void census_span(const hak_page_t *span, void *arg) {
   c->live_blocks += used;
   s->live_bytes += (uint64_t)used * hak_bin_size(bin);
   if (used == 0) c->pages_empty++;
-  else if (hak_page_owner(span) & HAK_OWNER_ABANDONED) c->pages_unowned++;
+  else if (hak_page_owner(span) & HAK_OWNER_ABANDONED) c->pages_abandoned_now++;
   else c->pages_in_use++;
 }
 
@@ -160,7 +160,7 @@ static void take_totals(totals_t *t) {
 typedef struct class_row_s {
   size_t size;
   uint64_t allocs, frees, remote_frees, live;
-  uint64_t pages_in_use, pages_empty, pages_unowned;
+  uint64_t pages_in_use, pages_empty, pages_abandoned_now;
   uint64_t pages_new, pages_freed, pages_abandoned, pages_adopted;
 } class_row_t;
 
@@ -172,12 +172,12 @@ static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_
     .size = bin == 0 ? 0 : hak_bin_size(bin),
     .allocs = c->allocs, .frees = c->frees, .remote_frees = c->remote_frees,
     .live = bin == 0 ? (uint64_t)t->huge_count : live_blocks(s, bin),
-    .pages_in_use = n->pages_in_use, .pages_empty = n->pages_empty, .pages_unowned = n->pages_unowned,
+    .pages_in_use = n->pages_in_use, .pages_empty = n->pages_empty, .pages_abandoned_now = n->pages_abandoned_now,
     .pages_new = c->pages_new, .pages_freed = c->pages_freed,
     .pages_abandoned = c->pages_abandoned, .pages_adopted = c->pages_adopted,
   };
   return row->allocs || row->frees || row->live || row->pages_new || row->pages_adopted ||
-         row->pages_in_use || row->pages_empty || row->pages_unowned;
+         row->pages_in_use || row->pages_empty || row->pages_abandoned_now;
 }
 
 /* Reports share one snapshot (too large for the stack of whatever thread
@@ -186,12 +186,12 @@ static snapshot_t report;
 static totals_t report_totals;
 
 static void report_begin(void) {
-  pthread_mutex_lock(&report_lock);
+  hak_lock(&report_lock);
   take_snapshot(&report);
   take_totals(&report_totals);
 }
 
-static void report_end(void) { pthread_mutex_unlock(&report_lock); }
+static void report_end(void) { hak_unlock(&report_lock); }
 
 static void write_text(int fd) {
   report_begin();
@@ -199,7 +199,7 @@ static void write_text(int fd) {
   const totals_t *t = &report_totals;
   hak_format_fd(fd, "hakmem statistics%s\n", hak_owner_counted ? "" : " (calls not counted: set HAKMEM_STATS=1)");
   hak_format_fd(fd, "%9s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
-                "live", "used", "empty", "unown", "new", "adopted");
+                "live", "used", "empty", "aband", "new", "adopted");
   class_row_t r;
   for (size_t b = 0; b < HAK_BINS; b++) {
     if (!class_row(s, t, b, &r)) continue;
@@ -209,7 +209,7 @@ static void write_text(int fd) {
     hak_format_fd(fd, "%9s %11llu %11llu %11llu %10llu  %6llu %6llu %6llu %6llu %7llu\n", name,
                   (unsigned long long)r.allocs, (unsigned long long)r.frees, (unsigned long long)r.remote_frees,
                   (unsigned long long)r.live, (unsigned long long)r.pages_in_use, (unsigned long long)r.pages_empty,
-                  (unsigned long long)r.pages_unowned, (unsigned long long)r.pages_new,
+                  (unsigned long long)r.pages_abandoned_now, (unsigned long long)r.pages_new,
                   (unsigned long long)r.pages_adopted);
   }
   hak_format_fd(fd, "heaps: %zu live\n", s->heaps);
@@ -235,12 +235,12 @@ void hak_stats_write_json(int fd) {
   for (size_t b = 0; b < HAK_BINS; b++) {
     if (!class_row(s, t, b, &r)) continue;
     hak_format_fd(fd, "%s{\"size\":%zu,\"allocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,\"live\":%llu,"
-                  "\"pages_in_use\":%llu,\"pages_empty\":%llu,\"pages_unowned\":%llu,\"pages_new\":%llu,"
+                  "\"pages_in_use\":%llu,\"pages_empty\":%llu,\"pages_abandoned_now\":%llu,\"pages_new\":%llu,"
                   "\"pages_freed\":%llu,\"pages_abandoned\":%llu,\"pages_adopted\":%llu}",
                   sep, r.size, (unsigned long long)r.allocs, (unsigned long long)r.frees,
                   (unsigned long long)r.remote_frees, (unsigned long long)r.live,
                   (unsigned long long)r.pages_in_use, (unsigned long long)r.pages_empty,
-                  (unsigned long long)r.pages_unowned, (unsigned long long)r.pages_new,
+                  (unsigned long long)r.pages_abandoned_now, (unsigned long long)r.pages_new,
                   (unsigned long long)r.pages_freed, (unsigned long long)r.pages_abandoned,
                   (unsigned long long)r.pages_adopted);
     sep = ",";

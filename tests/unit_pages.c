@@ -137,7 +137,7 @@ static void double_free_is_detected(void) {
  * exactly the starts of carved blocks, for every one-slice class and every
  * capacity, at every offset of the slice. */
 static void block_check_is_exact(void) {
-  for (size_t bin = 1; hak_bin_size(bin) <= 8 * 1024; bin++) {
+  for (size_t bin = 1; hak_bin_size(bin) <= HAK_SMALL_MAX; bin++) {
     size_t bs = hak_bin_size(bin), reserved = HAK_SLICE_SIZE / bs;
     uint32_t recip = (uint32_t)(((uint64_t)1 << 32) / bs + 1);
     uint64_t e = (uint64_t)recip * bs - ((uint64_t)1 << 32);
@@ -159,7 +159,7 @@ static void block_check_is_exact(void) {
 static void validators_see_the_invariants(void) {
   void *p = hak_malloc(SIZE), *q = hak_malloc(SIZE);
   hak_page_t *page = page_of(p);
-  hak_page_collect(page);
+  hak_page_gather_frees(page);
   CHECKF(hak_page_is_valid(page), "a page in use");
   hak_free(q);
   CHECKF(hak_page_is_valid(page), "after a local free");

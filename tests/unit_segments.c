@@ -53,6 +53,8 @@ static void empty_segments_beyond_a_few_are_released(void) {
   }
   CHECKF(arena.segment_count >= N, "%zu segments", arena.segment_count);
   for (int i = 0; i < N; i++) hak_span_free(whole[i]);
+  /* Kept until their memory is due back (the purge delay), then unmapped. */
+  hak_arena_purge_all(&arena);
   CHECKF(arena.empty_segments == HAK_EMPTY_SEGMENTS_KEPT && arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT,
          "kept %zu of %zu", arena.empty_segments, arena.segment_count);
   int mapped = 0;

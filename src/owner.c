@@ -1,0 +1,270 @@
+/* Who owns a page: the cross-thread ownership protocol, whole (docs/design.md
+ * §5, shared/LESSONS.md §3-8).
+ *
+ *   hak_page_free_remote   a free from another thread: lock-free push on
+ *                          page->xthread_free, which also reads the page's
+ *                          state; the push into an ABANDONED page publishes it
+ *   hak_page_abandon       the owner gives a page up (it found it full, or it
+ *                          exits): ABANDONED, or PUBLISHED if it has room
+ *   reclaim queues         published pages per size class
+ *   hak_reclaim_adopt      a thread that needs a page of a class takes one
+ *   hak_page_try_readopt   the last owner of a full page takes it back when
+ *                          it frees into it
+ *   hak_reclaim_sweep      published pages nobody adopts go back if empty
+ *   hak_page_purge_held    remote frees into a page its owner keeps give
+ *                          their memory back meanwhile
+ *
+ * A page's state lives in the low bits of xthread_free (HAK_XSTATE_*), so one
+ * CAS both pushes a block and reads the state. No block is read after it is
+ * pushed: another thread may already reuse it. */
+#include "internal.h"
+
+/* ------------------------------------------------------------ reclaim queues */
+
+/* Pages abandoned with free blocks in them, per size class. Publishers (any
+ * thread, on the free path) push lock-free; poppers (threads allocating in
+ * the slow path) are serialised by reclaim_lock, and take the whole pushed
+ * stack at once, so there is no ABA. Pages are handed out oldest first,
+ * when they have gathered the most remote frees. Pops are rare (only after
+ * pages were published), so one lock serves every class. */
+typedef struct reclaim_s {
+  _Atomic(hak_page_t *) pushed;          /* newest first */
+  hak_page_t *queued;                    /* oldest first (reclaim_lock) */
+  _Atomic(bool) has_queued;
+  bool popped;                           /* since the last sweep (reclaim_lock) */
+} reclaim_t;
+
+static reclaim_t reclaims[HAK_BINS];
+static pthread_mutex_t reclaim_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void reclaim_push(hak_page_t *page) {
+  reclaim_t *r = &reclaims[page->bin];
+  hak_page_t *head = atomic_load_explicit(&r->pushed, memory_order_relaxed);
+  do {
+    page->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
+}
+
+void hak_page_publish(hak_page_t *page) {
+  reclaim_push(page);
+  hak_note_sweep_news();
+}
+
+static hak_page_t *reclaim_pop(size_t bin) {
+  reclaim_t *r = &reclaims[bin];
+  if (atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL &&
+      !atomic_load_explicit(&r->has_queued, memory_order_relaxed))
+    return NULL;
+  hak_lock(&reclaim_lock);
+  if (r->queued == NULL) {
+    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
+    while (list != NULL) {               /* reverse: oldest first */
+      hak_page_t *next = list->next;
+      list->next = r->queued;
+      r->queued = list;
+      list = next;
+    }
+  }
+  hak_page_t *page = r->queued;
+  if (page != NULL) r->queued = page->next;
+  r->popped |= page != NULL;
+  atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
+  hak_unlock(&reclaim_lock);
+  return page;
+}
+
+void hak_reclaim_fork_prepare(void) { pthread_mutex_lock(&reclaim_lock); }
+void hak_reclaim_fork_parent(void) { pthread_mutex_unlock(&reclaim_lock); }
+void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
+
+/* ------------------------------------------------------------ remote frees */
+
+/* Push the list first..last onto a page's xthread_free; returns the page's
+ * state before. Edge-triggered: only the push that moves the page from
+ * ABANDONED to PUBLISHED queues it, so a burst of frees costs one enqueue.
+ * (acq_rel: that push must see the abandoning owner's writes to the page.)
+ * Nothing of the list is read after the push. */
+static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t *last) {
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
+  do {
+    state = old & HAK_XSTATE_MASK;
+    if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
+    hak_block_set_next(page, last, (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK));
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)first | state,
+                                                  memory_order_acq_rel, memory_order_relaxed));
+  if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
+  return old & HAK_XSTATE_MASK;
+}
+
+/* A free of a block whose page this thread does not own (the block was
+ * checked and tagged free by the caller, free.c). */
+void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
+  uintptr_t was = xthread_push(page, b, b);
+  if (was == HAK_XSTATE_PUBLISHED) hak_note_sweep_news();   /* it may be empty now */
+  else if (was == HAK_XSTATE_ACTIVE) hak_note_held_frees();   /* its owner may not collect it soon */
+}
+
+/* ------------------------------------------------------------ abandoning and adopting */
+
+/* Give up a page (caller removed it from its queue). With free blocks in it,
+ * it is published for adoption now; full, it waits for its first remote free
+ * to be published. `last_owner` may take it back on free (NULL at exit).
+ * `swept`: the reclaim sweep puts back a page it took, which is not news
+ * (a free into it later is, see hak_note_sweep_news). */
+void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
+  bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
+  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
+                        (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
+  do {
+    bool publish = has_room || (old & ~(uintptr_t)HAK_XSTATE_MASK) != 0;
+    state = publish ? HAK_XSTATE_PUBLISHED : HAK_XSTATE_ABANDONED;
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
+                                                  (old & ~(uintptr_t)HAK_XSTATE_MASK) | state,
+                                                  memory_order_release, memory_order_relaxed));
+  if (state == HAK_XSTATE_PUBLISHED) {
+    if (swept) reclaim_push(page);   /* back where the sweep took it from */
+    else hak_page_publish(page);
+  }
+}
+
+/* Thread exit (the caller took the page out of its queue): free the page if
+ * nothing in it is live, else abandon it for other threads to adopt. */
+void hak_page_abandon_at_exit(hak_heap_t *heap, hak_page_t *page) {
+  hak_page_gather_frees(page);
+  if (hak_page_used(page) == 0) { hak_page_free_span(heap, page); return; }
+  hak_counter_inc(&heap->stats[page->bin].pages_abandoned);
+  hak_page_abandon(page, NULL, false);
+}
+
+/* Caller won the page through xthread_free: name itself as owner, keeping
+ * the aligned-blocks bit, which belongs to the page's blocks. */
+static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t aligned = hak_page_owner(page) & HAK_OWNER_ALIGNED;
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned | hak_owner_counted, memory_order_relaxed);
+}
+
+/* Become the owner of a page popped from a reclaim queue. */
+static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
+  page_take_ownership(heap, page);
+  hak_page_take_remote(page, xfree);
+  hak_page_use_local_frees(page);
+  hak_counter_inc(&heap->stats[page->bin].pages_adopted);
+  hak_assert(hak_page_is_valid(page));
+}
+
+/* The last owner of a full page frees into it: take it back (if nobody has
+ * published it meanwhile), so that its further frees are local again. The
+ * caller puts it back in its queue. */
+bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);
+  while ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) {
+    if (atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, HAK_XSTATE_ACTIVE,
+                                              memory_order_acquire, memory_order_relaxed)) {
+      page_take_ownership(heap, page);
+      hak_page_take_remote(page, old);
+      hak_assert(hak_page_is_valid(page));
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Pages of a class tried per adoption, the fullest kept. Adopting the
+ * fullest lets sparse pages drain: left alone, their blocks only get freed,
+ * until they are empty and go back to the arena. Adopting in queue order
+ * keeps every page of a producer/consumer pattern equally half full for
+ * ever (16 producers whose blocks one thread frees: 1.8x the live set). */
+#define HAK_ADOPT_CANDIDATES 4
+
+/* Adopt a published page of `bin`: of up to HAK_ADOPT_CANDIDATES, the one
+ * with the most live blocks; the others go back to the queue, and an empty
+ * one back to its arena (unless it is all there is). NULL if none. */
+hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
+  hak_page_t *best = NULL, *empty = NULL, *page;
+  for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
+    page_adopt(heap, page);
+    if (hak_page_used(page) == 0 && empty == NULL) {
+      empty = page;
+    } else if (hak_page_used(page) == 0) {
+      hak_page_free_span(heap, page);
+    } else if (best == NULL || hak_page_used(page) > hak_page_used(best)) {
+      if (best != NULL) hak_page_abandon(best, NULL, true);
+      best = page;
+    } else {
+      hak_page_abandon(page, NULL, true);
+    }
+    if (best != NULL && hak_page_used(best) >= best->reserved - best->reserved / 4) break;   /* full enough */
+  }
+  if (best == NULL) return empty;
+  if (empty != NULL) hak_page_free_span(heap, empty);
+  return best;
+}
+
+/* Pages published for a class that nobody allocates any more would keep
+ * their memory for ever, even once every block in them is freed. So the
+ * sweep (when: purge.c) takes the published pages of every class nobody
+ * adopted from since the last sweep (of every class if `all`), frees those
+ * with no live block and publishes the rest again. (Classes in use are left
+ * alone: their allocators adopt those pages, and would map new ones while
+ * the sweep held them.) `wait`: even if a popper holds the queues (else the
+ * sweep is skipped). False if pages were left for a later sweep. */
+bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
+  if (wait) hak_lock(&reclaim_lock);
+  else if (hak_trylock(&reclaim_lock) != 0) return false;
+  hak_page_t *taken = NULL;
+  bool complete = true;
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    reclaim_t *r = &reclaims[bin];
+    bool in_use = r->popped;
+    r->popped = false;
+    if (in_use && !all) {
+      complete &= r->queued == NULL && atomic_load_explicit(&r->pushed, memory_order_relaxed) == NULL;
+      continue;
+    }
+    hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
+    while (list != NULL) { hak_page_t *next = list->next; list->next = taken; taken = list; list = next; }
+    while (r->queued != NULL) { hak_page_t *next = r->queued->next; r->queued->next = taken; taken = r->queued; r->queued = next; }
+    atomic_store_explicit(&r->has_queued, false, memory_order_relaxed);
+  }
+  hak_unlock(&reclaim_lock);
+  while (taken != NULL) {
+    hak_page_t *page = taken;
+    taken = page->next;
+    page_adopt(heap, page);
+    if (hak_page_used(page) == 0) hak_page_free_span(heap, page);
+    else hak_page_abandon(page, NULL, true);
+  }
+  return complete;
+}
+
+/* Blocks freed by other threads wait in page->xthread_free until the owner
+ * collects them, which an owner that stopped allocating never does (and an
+ * owner that allocates from other pages not soon). In an owned page their
+ * interiors can go back to the OS meanwhile: the list is taken off the page
+ * with a CAS (the owner then just sees fewer remote frees, as if those were
+ * still to come), each block's whole OS pages past its header are purged,
+ * and the list is pushed back as a remote free would, publishing the page
+ * if its owner gave it up meanwhile. `used` counts these blocks all along,
+ * so the page cannot be freed under us. Called with the page's arena lock
+ * held (the span stays a page). Returns the bytes purged. */
+size_t hak_page_purge_held(hak_page_t *page) {
+  if (page->span_kind != HAK_SPAN_PAGE) return 0;
+  uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
+  do {   /* owned pages only: a published page must keep its room for its adopter */
+    if ((old & HAK_XSTATE_MASK) != HAK_XSTATE_ACTIVE || (old & ~(uintptr_t)HAK_XSTATE_MASK) == 0) return 0;
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, old & HAK_XSTATE_MASK,
+                                                  memory_order_acquire, memory_order_relaxed));
+  /* The list was pushed after its blocks left page_init's hands: block_size is settled. */
+  hak_block_t *list = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK), *tail = list;
+  size_t bs = page->block_size, purged = 0;
+  for (hak_block_t *b = list; b != NULL; b = hak_block_next(page, b)) {
+    uintptr_t from = hak_align_up((uintptr_t)b + sizeof(hak_block_t), HAK_OS_PAGE);
+    uintptr_t to = ((uintptr_t)b + bs) & ~(uintptr_t)(HAK_OS_PAGE - 1);
+    if (to > from && hak_os_purge((void *)from, to - from) != HAK_PURGE_FAILED) purged += to - from;
+    tail = b;
+  }
+  xthread_push(page, list, tail);
+  return purged;
+}

@@ -1,0 +1,288 @@
+/* Memory return: when freed memory goes back to the OS, and who returns it.
+ *
+ * One clock, hak_clock_ms (monotonic milliseconds), times all of it:
+ * - a free span of an arena is purged once it has been free for the arena's
+ *   delay. The delay adapts to reuse (as jemalloc's and tcmalloc's decay
+ *   do, more simply): it starts at HAKMEM_PURGE_DELAY; when the arena takes
+ *   back slices it purged less than HAK_PURGE_CALM ago, the purge came too
+ *   early and the delay doubles, up to HAK_PURGE_DELAY_MAX; after
+ *   HAK_PURGE_CALM without such a refault it falls back to the option's.
+ *   So memory that is reused soon stays, and memory left unused goes within
+ *   HAK_PURGE_DELAY_MAX however the program behaved before;
+ * - the huge-block cache is purged once unused for HAKMEM_PURGE_DELAY
+ *   (huge.c);
+ * - published pages are swept (the empty ones freed, see hak_reclaim_sweep)
+ *   at most once per HAKMEM_PURGE_DELAY, when a page was published or a
+ *   block freed into a published page since the last sweep;
+ * - blocks freed into pages their owners hold have their interiors purged
+ *   (hak_page_purge_held) at most once per HAK_PURGE_CALM, when such a free
+ *   happened since: a living owner that stopped allocating never collects
+ *   them. (What it cannot reach: the small blocks themselves, and the one
+ *   empty page per class an owner keeps; taking those needs the owner.)
+ *
+ * Who: a background purger thread (HAKMEM_BACKGROUND=1, the default), so
+ * that memory goes back on time even if the program never calls the
+ * allocator again (shared/LESSONS.md §18). It
+ * - starts lazily, from an allocation's slow path with no lock held, once
+ *   hakmem holds HAK_PURGER_START_BYTES or has memory to return: a small or
+ *   single-threaded program never has it, and a program that counts its
+ *   threads at start-up does not see it. Never from free: glibc frees
+ *   thread control blocks under the lock its pthread_create takes;
+ * - sleeps on a futex while nothing is pending (the note that makes work
+ *   pending wakes it, once per transition), and until the earliest deadline
+ *   otherwise: no polling when idle;
+ * - has every signal blocked and a small stack, and takes only the locks a
+ *   slow path takes (arena, huge cache, reclaim queues): the fast paths
+ *   never see it;
+ * - does not exist in a forked child: the child creates its own the same
+ *   lazy way.
+ * Without it (HAKMEM_BACKGROUND=0, or pthread_create failed), malloc's slow
+ * path does the same work every 64th call, as a fallback. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "internal.h"
+
+#define HAK_PURGE_CALM          1000                 /* ms without a refault before the delay falls back */
+#define HAK_PURGER_START_BYTES  ((int64_t)8 << 20)   /* committed memory that starts the purger */
+#define HAK_PURGER_STACK        ((size_t)64 << 10)
+#define HAK_SWEEP_RETRY         10                   /* ms: least wait before sweeping what was left */
+
+_Atomic(bool) hak_work_pending;
+_Atomic(bool) hak_sweep_news;
+
+/* ------------------------------------------------------------ the delay */
+
+static uint64_t option_delay(void) {
+  long d = hak_option(HAK_OPT_PURGE_DELAY);
+  return d > 0 ? (uint64_t)d : 0;
+}
+
+void hak_purge_clock_init(hak_purge_clock_t *c) {
+  *c = (hak_purge_clock_t){ .delay = option_delay() };
+}
+
+/* When a span freed now is purged. Caller holds the arena lock. */
+uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now) {
+  if (c->delay > option_delay() && now >= c->refault_at + HAK_PURGE_CALM) c->delay = option_delay();
+  return now + c->delay;
+}
+
+/* The arena takes back slices it purged: if that was recent, the delay was
+ * too short for how this program reuses memory. Caller holds the lock. */
+void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now) {
+  uint64_t base = option_delay();
+  /* Once per purge (the first refault after it), so the delay grows with
+   * the number of purges that came too early, not with their size. */
+  if (base == 0 || now >= c->purged_at + HAK_PURGE_CALM || c->refault_at >= c->purged_at) return;
+  uint64_t delay = c->delay * 2;
+  if (delay > HAK_PURGE_DELAY_MAX) delay = HAK_PURGE_DELAY_MAX;
+  c->delay = delay > base ? delay : base;
+  c->refault_at = now;
+}
+
+/* ------------------------------------------------------------ due work */
+
+static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
+
+static _Atomic(uint64_t) swept_at;   /* ms: when the last sweep began */
+
+void hak_note_sweep_news_slow(void) {
+  atomic_store_explicit(&hak_sweep_news, true, memory_order_seq_cst);
+  uint64_t at = atomic_load_explicit(&swept_at, memory_order_relaxed) + option_delay();
+  uint64_t now = hak_clock_ms();
+  hak_note_pending_work(at > now ? at : now);
+}
+
+/* Sweep the published pages if there is news and the last sweep is a
+ * delay old. Returns when a sweep is due, or 0. */
+static uint64_t sweep_due(hak_heap_t *heap, uint64_t now, bool wait) {
+  long delay = hak_option(HAK_OPT_PURGE_DELAY);
+  if (delay < 0 || !atomic_load_explicit(&hak_sweep_news, memory_order_relaxed)) return 0;
+  uint64_t at = atomic_load_explicit(&swept_at, memory_order_relaxed) + (uint64_t)delay;
+  if (now < at) return at;
+  /* Cleared before the sweep looks: news during it is kept for the next. */
+  atomic_store_explicit(&hak_sweep_news, false, memory_order_seq_cst);
+  atomic_store_explicit(&swept_at, now, memory_order_relaxed);
+  if (hak_reclaim_sweep(heap, wait, false)) return 0;
+  atomic_store_explicit(&hak_sweep_news, true, memory_order_relaxed);   /* the rest later */
+  return now + (delay > HAK_SWEEP_RETRY ? (uint64_t)delay : HAK_SWEEP_RETRY);
+}
+
+_Atomic(bool) hak_held_news;
+static _Atomic(uint64_t) held_purged_at;   /* ms: when blocks held in pages were last purged */
+
+void hak_note_held_frees_slow(void) {
+  atomic_store_explicit(&hak_held_news, true, memory_order_seq_cst);
+  hak_note_pending_work(atomic_load_explicit(&held_purged_at, memory_order_relaxed) + HAK_PURGE_CALM);
+}
+
+static void purge_held_in_span(const hak_page_t *span, void *arg) {
+  *(size_t *)arg += hak_page_purge_held((hak_page_t *)span);
+}
+
+/* Blocks freed into pages whose owners have not collected them are purged
+ * (hak_page_purge_held), at most once per HAK_PURGE_CALM: an owner that
+ * allocates again soon would fault them back in, one that has stopped
+ * would hold them for ever. Walks every arena's spans, so only from the
+ * purger. Returns when it is due, or 0. */
+static uint64_t held_due(uint64_t now) {
+  if (hak_option(HAK_OPT_PURGE_DELAY) < 0 || !atomic_load_explicit(&hak_held_news, memory_order_relaxed)) return 0;
+  uint64_t at = atomic_load_explicit(&held_purged_at, memory_order_relaxed) + HAK_PURGE_CALM;
+  if (now < at) return at;
+  atomic_store_explicit(&hak_held_news, false, memory_order_seq_cst);
+  atomic_store_explicit(&held_purged_at, now, memory_order_relaxed);
+  size_t purged = 0;
+  hak_arenas_visit_spans(purge_held_in_span, &purged);
+  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)purged, memory_order_relaxed);
+  return 0;
+}
+
+/* Do what is due now. Returns the earliest deadline still pending, or 0.
+ * The sweep goes first: the spans it frees join the purges. */
+static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
+  uint64_t next = heap != NULL ? sweep_due(heap, now, wait) : 0;
+  if (wait) next = earliest(next, held_due(now));   /* the purger only: it walks every span */
+  next = earliest(next, hak_arenas_purge_due(now, wait));
+  return earliest(next, hak_huge_cache_decay(now, wait));
+}
+
+/* ------------------------------------------------------------ the purger */
+
+enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_OFF };
+static _Atomic int purger_state;
+#define PURGER_IDLE UINT64_MAX
+static _Atomic(uint64_t) purger_wake_at;   /* ms it sleeps until; PURGER_IDLE: until woken; 0: awake */
+static _Atomic(uint32_t) purger_futex;     /* bumped by each wake-up */
+
+/* Pairs with purger_sleep, seq_cst on both sides: either the note sees the
+ * purger asleep, or the purger sees the note before sleeping. A note due
+ * no earlier than the purger's own wake-up leaves it asleep. */
+void hak_note_pending_work(uint64_t due) {
+  atomic_store_explicit(&hak_work_pending, true, memory_order_seq_cst);
+  uint64_t at = atomic_load_explicit(&purger_wake_at, memory_order_seq_cst);
+  if (at != 0 && due < at && atomic_exchange_explicit(&purger_wake_at, 0, memory_order_seq_cst) != 0) {
+    atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
+    syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  }
+}
+
+/* Sleep until `next` (0: until a note wakes it). */
+static void purger_sleep(uint64_t next, uint64_t now) {
+  uint32_t seq = atomic_load_explicit(&purger_futex, memory_order_seq_cst);
+  atomic_store_explicit(&purger_wake_at, next != 0 ? next : PURGER_IDLE, memory_order_seq_cst);
+  if (!atomic_load_explicit(&hak_work_pending, memory_order_seq_cst)) {
+    struct timespec ts, *timeout = NULL;
+    if (next != 0) {
+      uint64_t ms = next > now ? next - now : 1;
+      ts = (struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+      timeout = &ts;
+    }
+    syscall(SYS_futex, &purger_futex, FUTEX_WAIT_PRIVATE, seq, timeout, NULL, 0);
+  }
+  atomic_store_explicit(&purger_wake_at, 0, memory_order_seq_cst);
+}
+
+static void *purger_main(void *arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "hakmem-purger");
+  hak_heap_t *heap = hak_heap_thread_init();   /* sweeps adopt pages into a heap (NULL: no sweeps) */
+  for (;;) {
+    /* Cleared before looking, so that a note made meanwhile is not lost. */
+    atomic_store_explicit(&hak_work_pending, false, memory_order_seq_cst);
+    uint64_t now = hak_clock_ms();
+    purger_sleep(purge_due(heap, now, true), now);
+  }
+  return NULL;
+}
+
+static void purger_start(void) {
+  int expected = PURGER_NONE;
+  if (!atomic_compare_exchange_strong(&purger_state, &expected, PURGER_STARTING)) return;
+  /* Blocked signals are inherited: none is ever delivered to the purger,
+   * so it never runs a handler of the program's. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, HAK_PURGER_STACK);
+  pthread_t thread;
+  int rc = pthread_create(&thread, &attr, purger_main, NULL);
+  if (rc == EINVAL) {   /* a program with much static TLS needs a larger stack */
+    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+    rc = pthread_create(&thread, &attr, purger_main, NULL);
+  }
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  atomic_store_explicit(&purger_state, rc == 0 ? PURGER_RUNNING : PURGER_OFF, memory_order_release);
+  if (rc == 0) hak_verbose("hakmem: purger thread started\n");
+  else hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
+}
+
+/* From allocation slow paths only (no lock held, and not inside free: see
+ * the top of this file). One load once decided. */
+void hak_purger_consider_start(void) {
+  if (hak_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE)) return;
+  if (!hak_option(HAK_OPT_BACKGROUND)) {
+    atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
+    return;
+  }
+  if (hak_thread_on_exit_heap()) return;   /* holds the exit heap's lock: another thread starts it */
+  if (atomic_load_explicit(&hak_stat_committed, memory_order_relaxed) >= HAK_PURGER_START_BYTES ||
+      atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
+    purger_start();
+}
+
+/* The child of fork has no purger (only the forking thread exists there);
+ * it gets one the same lazy way. */
+void hak_purger_fork_child(void) {
+  atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
+  atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
+}
+
+/* From malloc's slow path (every 64th call): nothing while the purger runs;
+ * else return what is due here. One load when nothing is pending. */
+void hak_purge_due_work(hak_heap_t *heap) {
+  int state = atomic_load_explicit(&purger_state, memory_order_relaxed);
+  if (hak_likely(state == PURGER_RUNNING)) return;
+  if (state == PURGER_NONE) {
+    hak_purger_consider_start();
+    if (atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_RUNNING) return;
+  }
+  if (hak_likely(!atomic_load_explicit(&hak_work_pending, memory_order_relaxed))) return;
+  if (!atomic_exchange_explicit(&hak_work_pending, false, memory_order_seq_cst)) return;
+  uint64_t next = purge_due(heap, hak_clock_ms(), false);
+  if (next != 0) hak_note_pending_work(next);
+}
+
+/* ------------------------------------------------------------ at once */
+
+/* Return free memory to the OS now: the calling thread's empty pages, the
+ * published pages with no live block, the free spans of every arena, the
+ * cached huge blocks. */
+void hak_collect(void) {
+  hak_heap_t *heap = hak_heap_get();
+  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
+  if (heap != NULL) {
+    hak_heap_free_empty_pages(heap);
+    hak_reclaim_sweep(heap, true, true);
+    hak_heap_release(heap);
+  }
+  hak_arenas_purge_all();
+  hak_huge_cache_flush();
+}
+
+/* malloc_trim(0): the same, and "some memory was released". */
+int hak_malloc_trim(size_t pad) {
+  (void)pad;
+  hak_collect();
+  return 1;
+}
+
+HAK_DEFINE_EXPORTS(HAK_EXPORTS_PURGE)

@@ -1,0 +1,309 @@
+/* Memory goes back to the OS on time with no further allocator call: the
+ * background purger (src/purge.c). Each case frees a large working set and
+ * then only sleeps, polling the resident set until it falls to a quarter of
+ * its peak (generous deadline: the machine may be loaded; the time it took
+ * is printed). Run with HAKMEM_PURGE_DELAY=10 and HAKMEM_BACKGROUND=1 set
+ * by ctest; "off" re-runs itself with HAKMEM_BACKGROUND=0. */
+#include "hak_test.h"
+#include <dirent.h>
+#include <semaphore.h>
+
+#define WORKING_SET (128 * MiB)
+#define DEADLINE_MS 5000
+
+static void **blocks;
+static size_t nblocks;
+
+static void fill(size_t from, size_t bytes, uint64_t seed)
+{
+    hak_rng rng = hak_rng_seed(seed);
+    size_t total = 0;
+    nblocks = from;
+    while (total < bytes) {
+        size_t size = hak_rng_range(&rng, 16, 1024);
+        blocks[nblocks] = malloc(size);
+        CHECK(blocks[nblocks] != NULL);
+        memset(blocks[nblocks++], 0x5A, size);
+        total += size;
+    }
+}
+
+static void free_range(size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) free(blocks[i]);
+}
+
+/* Sleep (no allocator call) until RSS <= limit; fail at the deadline. */
+static void wait_below(size_t limit, size_t peak, const char *what)
+{
+    double t0 = hak_now_ms();
+    size_t rss;
+    while ((rss = hak_rss_bytes()) > limit) {
+        CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "%s: rss %zu MiB still > %zu MiB (peak %zu MiB) after %d ms",
+               what, rss / MiB, limit / MiB, peak / MiB, DEADLINE_MS);
+        usleep(20 * 1000);
+    }
+    printf("     %s: peak %zu MiB, %zu MiB after %.0f ms idle\n", what, peak / MiB, rss / MiB, hak_now_ms() - t0);
+}
+
+/* ... until RSS <= a quarter of the peak. */
+static void wait_returned(size_t peak, const char *what)
+{
+    wait_below(peak / 4, peak, what);
+}
+
+/* Threads in /proc/self/task named by the purger. */
+static int purger_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], name[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        if (fgets(name, sizeof name, f) != NULL && strncmp(name, "hakmem-purger", 13) == 0) n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The scenario of the issue: two threads fill the working set and exit; a
+ * thread that never allocated frees the first half (cross-thread), main the
+ * rest; then the program sleeps. */
+static void *fill_half(void *arg)
+{
+    size_t half = (size_t)(uintptr_t)arg;
+    hak_rng rng = hak_rng_seed(half + 7);
+    size_t total = 0, i = half ? WORKING_SET / 16 / 2 : 0, start = i;
+    while (total < WORKING_SET / 2) {
+        size_t size = hak_rng_range(&rng, 16, 1024);
+        blocks[i] = malloc(size);
+        CHECK(blocks[i] != NULL);
+        memset(blocks[i++], 0x5A, size);
+        total += size;
+    }
+    return (void *)(uintptr_t)(i - start);
+}
+
+static size_t half_counts[2];
+
+static void *free_first_half(void *arg)
+{
+    free_range(0, half_counts[0]);
+    return NULL;
+}
+
+static void idle_after_large_free(void)
+{
+    void *n0, *n1;
+    pthread_t a = hak_thread_start(fill_half, (void *)0), b = hak_thread_start(fill_half, (void *)1);
+    pthread_join(a, &n0);
+    pthread_join(b, &n1);
+    half_counts[0] = (size_t)(uintptr_t)n0;
+    half_counts[1] = (size_t)(uintptr_t)n1;
+    size_t peak = hak_rss_bytes();
+    pthread_t f = hak_thread_start(free_first_half, NULL);
+    pthread_join(f, NULL);
+    size_t second = WORKING_SET / 16 / 2;
+    free_range(second, second + half_counts[1]);
+    wait_returned(peak, "exited threads' blocks freed, then idle");
+}
+
+/* A thread that never allocated frees every block of a living, idle thread. */
+static sem_t filled, freed;
+
+static void *fill_then_wait(void *arg)
+{
+    fill(0, WORKING_SET, 11);
+    sem_post(&filled);
+    sem_wait(&freed);   /* alive and idle while main checks */
+    return NULL;
+}
+
+static void *free_all(void *arg)
+{
+    free_range(0, nblocks);
+    return NULL;
+}
+
+static void freed_by_thread_that_never_allocated(void)
+{
+    sem_init(&filled, 0, 0);
+    sem_init(&freed, 0, 0);
+    pthread_t owner = hak_thread_start(fill_then_wait, NULL);
+    sem_wait(&filled);
+    size_t peak = hak_rss_bytes();
+    pthread_t freer = hak_thread_start(free_all, NULL);
+    pthread_join(freer, NULL);
+    wait_returned(peak, "freed by a thread that never allocated");
+    sem_post(&freed);
+    pthread_join(owner, NULL);
+}
+
+/* A living thread frees its own working set, then blocks. */
+static void *fill_free_then_wait(void *arg)
+{
+    fill(0, WORKING_SET, 13);
+    sem_post(&filled);
+    sem_wait(&freed);
+    free_range(0, nblocks);
+    sem_post(&filled);
+    sem_wait(&freed);
+    return NULL;
+}
+
+static void idle_living_thread(void)
+{
+    sem_init(&filled, 0, 0);
+    sem_init(&freed, 0, 0);
+    pthread_t t = hak_thread_start(fill_free_then_wait, NULL);
+    sem_wait(&filled);
+    size_t peak = hak_rss_bytes();
+    sem_post(&freed);
+    sem_wait(&filled);   /* it has freed everything and now waits */
+    wait_returned(peak, "a living thread freed its blocks and idles");
+    sem_post(&freed);
+    pthread_join(t, NULL);
+}
+
+/* Blocks another thread frees into pages their living owner still holds
+ * (not full, so not given up) wait there until the owner allocates again;
+ * an owner that does not must not pin them. Medium blocks, a page's worth
+ * less one per class: the pages stay the owner's. */
+static void *fill_medium_then_wait(void *arg)
+{
+    static const size_t sizes[] = {96 * KiB, 160 * KiB, 256 * KiB, 384 * KiB, 640 * KiB};
+    nblocks = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int i = 0; i < 10; i++) {
+            blocks[nblocks] = malloc(sizes[s]);
+            CHECK(blocks[nblocks] != NULL);
+            memset(blocks[nblocks++], 0x77, sizes[s]);
+        }
+    sem_post(&filled);
+    sem_wait(&freed);
+    return NULL;
+}
+
+static void freed_into_an_idle_owners_pages(void)
+{
+    sem_init(&filled, 0, 0);
+    sem_init(&freed, 0, 0);
+    size_t base = hak_rss_bytes();
+    pthread_t owner = hak_thread_start(fill_medium_then_wait, NULL);
+    sem_wait(&filled);
+    size_t held = hak_rss_bytes() - base;
+    CHECKF(held > 10 * MiB, "only %zu MiB resident for the blocks", held / MiB);
+    pthread_t freer = hak_thread_start(free_all, NULL);
+    pthread_join(freer, NULL);
+    /* (Within a second or two: these are looked at once a second.) */
+    wait_below(base + held / 4, base + held, "freed into pages a living idle thread owns");
+    sem_post(&freed);
+    pthread_join(owner, NULL);
+}
+
+/* Huge blocks go to a cache; with the program idle the cache is purged. */
+static void huge_cache_when_idle(void)
+{
+    size_t base = hak_rss_bytes();
+    for (int i = 0; i < 3; i++) {
+        size_t size = (size_t)(40 + 10 * i) * MiB;
+        char *p = malloc(size);
+        CHECK(p != NULL);
+        memset(p, 0x33, size);
+        free(p);
+    }
+    /* The cache holds up to 128 MiB: at least 90 MiB were resident in it. */
+    wait_returned(base + 90 * MiB, "huge blocks cached, then idle");
+}
+
+/* fork: the child inherits no purger; it starts its own and returns memory. */
+static void purger_across_fork(void)
+{
+    fill(0, WORKING_SET / 4, 17);   /* the parent's purger runs */
+    free_range(0, nblocks);
+    CHECK(purger_threads() == 1);
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        /* (The child's first allocations may already start its purger.) */
+        fill(0, WORKING_SET, 19);
+        size_t peak = hak_rss_bytes();
+        free_range(0, nblocks);
+        wait_returned(peak, "child of fork frees its blocks, then idles");
+        CHECK(purger_threads() == 1);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = hak_wait_child(pid, 60);
+    CHECK_CHILD_EXITED_0(status);
+}
+
+/* None at start-up (checked in main), exactly one once there was memory
+ * to return. */
+static void one_purger_once_needed(void)
+{
+    CHECK(purger_threads() == 1);
+}
+
+/* HAKMEM_BACKGROUND=0 (this program re-run with it): no thread at all, and
+ * memory still goes back through malloc's slow path. */
+static void background_off_child(void)
+{
+    CHECK(purger_threads() == 0);
+    fill(0, WORKING_SET, 23);
+    size_t peak = hak_rss_bytes();
+    free_range(0, nblocks);
+    CHECK(purger_threads() == 0);
+    /* Without the purger only allocator calls return memory. */
+    double t0 = hak_now_ms();
+    while (hak_rss_bytes() > peak / 4) {
+        CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "rss %zu MiB with HAKMEM_BACKGROUND=0", hak_rss_bytes() / MiB);
+        for (int i = 0; i < 1000; i++) free(malloc(16 + (size_t)i % 2000));
+        usleep(5 * 1000);
+    }
+    CHECK(purger_threads() == 0);
+}
+
+static void background_off(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        setenv("HAKMEM_BACKGROUND", "0", 1);
+        char *argv[] = {"test_purger", "off", NULL};
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    int status = hak_wait_child(pid, 60);
+    CHECK_CHILD_EXITED_0(status);
+}
+
+int main(int argc, char **argv)
+{
+    blocks = mmap(NULL, WORKING_SET / 16 * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(blocks != MAP_FAILED);
+    if (argc > 1 && strcmp(argv[1], "off") == 0) {
+        hak_test_begin("test_purger (HAKMEM_BACKGROUND=0)");
+        RUN_CASE(background_off_child);
+        return 0;
+    }
+    hak_test_begin("test_purger");
+    CHECK(purger_threads() == 0);   /* a program that counts its threads at start-up sees none */
+    RUN_CASE(idle_after_large_free);
+    RUN_CASE(one_purger_once_needed);
+    RUN_CASE(freed_by_thread_that_never_allocated);
+    RUN_CASE(idle_living_thread);
+    RUN_CASE(freed_into_an_idle_owners_pages);
+    RUN_CASE(huge_cache_when_idle);
+    RUN_CASE(purger_across_fork);
+    RUN_CASE(background_off);
+    return 0;
+}
