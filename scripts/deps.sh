@@ -6,6 +6,7 @@ want=""
 need() { dpkg -s "$1" >/dev/null 2>&1 || want="$want $1"; }
 
 need cmake; need make; need gcc; need g++; need python3; need git; need coreutils; need pkg-config
+need valgrind   # its headers (client requests, src/tracking.c) and the memcheck test
 if [ "$1" = bench ]; then
   need libmimalloc2.0; need libjemalloc2; need libtcmalloc-minimal4
   need valgrind; need time; need redis-server; need redis-tools; need sqlite3

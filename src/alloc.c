@@ -13,7 +13,7 @@ static HAK_NOINLINE void *malloc_slow(size_t size, hak_heap_t *heap, bool zero);
 static inline void *page_pop(hak_page_t *page) {
   hak_block_t *b = page->free;
   if (hak_unlikely(b == NULL)) return NULL;
-  page->free = b->next;
+  page->free = hak_block_next(page, b);
   hak_page_used_inc(page);
   b->free_tag = 0;
   return b;
@@ -22,6 +22,9 @@ static inline void *page_pop(hak_page_t *page) {
 /* The fast path, for sizes up to 8 KiB: pop from the first page of the
  * size's class. No lock, no atomic; one TLS load, a table load, a pop. */
 void *hak_malloc(size_t size) {
+#if HAKMEM_SECURE   /* every block takes the generic path and gets its canary */
+  return hak_secure_malloc(size);
+#endif
   hak_heap_t *heap = hak_heap_get();
   void *p;
   if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop(heap->direct[hak_direct_fine(size)]);
@@ -58,13 +61,36 @@ static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
   return p;
 }
 
+/* Every malloc of a block in a page comes here when calls are counted
+ * (HAKMEM_STATS), or tracked by a tool (tracking.h). */
+static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, size_t bin, size_t size) {
+  if (hak_tracking) hak_track_open(page->free);   /* page_pop reads its link */
+  void *b = page_pop(page);
+  if (hak_tracking) hak_track_handout(b, size, false);
+  hak_counter_inc(&heap->stats[bin].allocs);
+  return b;
+}
+
+/* Under a tool, a large or huge block is handed out to the tool before it
+ * is zeroed, so the tool sees the zeroing as the program's. */
+static HAK_NOINLINE void *beyond_classes_tracked(size_t size, size_t align, hak_heap_t *heap, bool zero) {
+  void *p = align == 0 && size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, false) : hak_huge_alloc(size, align, false);
+  hak_track_handout(p, size, false);
+  if (zero && p != NULL) memset(p, 0, size);
+  return p;
+}
+
+/* A large or huge block. */
+static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, bool zero) {
+  if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
+  if (hak_unlikely(hak_tracking)) return beyond_classes_tracked(size, 0, heap, zero);
+  return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
+}
+
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
   if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
-  if (size > HAK_MEDIUM_MAX) {
-    if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
-    return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
-  }
+  if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
 
   size_t bin = hak_bin_of(size);
   hak_page_t *page = heap->queues[bin].first;
@@ -73,8 +99,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     page = hak_heap_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
-  void *b = page_pop(page);
-  if (hak_owner_counted) hak_counter_inc(&heap->stats[bin].allocs);
+  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : page_pop(page);
   if (zero) memset(b, 0, size);
   return b;
 }
@@ -83,9 +108,9 @@ void *hak_calloc(size_t count, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(count, size, &total)) { errno = ENOMEM; return NULL; }
   hak_heap_t *heap = hak_heap_get();
-  if (total > HAK_MEDIUM_MAX) return hak_malloc_generic(total, heap, true);   /* fresh mappings are zero */
-  void *p = hak_malloc_generic(total, heap, false);
-  return p != NULL ? memset(p, 0, total) : NULL;
+  if (total > HAK_MEDIUM_MAX) return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(total), heap, true), total);   /* fresh mappings are zero */
+  void *p = hak_malloc_generic(HAK_REQUEST(total), heap, false);
+  return p != NULL ? HAK_HANDOUT(memset(p, 0, total), total) : NULL;
 }
 
 /* ------------------------------------------------------------ aligned */
@@ -98,9 +123,9 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (size <= HAK_MEDIUM_MAX && align <= HAK_SLICE_SIZE) {
     /* Pages start on slice boundaries, so a class whose size is a multiple
      * of the alignment yields aligned blocks as they are. */
-    if ((hak_bin_size(hak_bin_of(size)) & (align - 1)) == 0)
+    if ((hak_bin_size(hak_bin_of(HAK_REQUEST(size))) & (align - 1)) == 0)
       return zero ? hak_calloc(1, size) : hak_malloc(size);
-    size_t over = size + align - HAK_ALIGN;
+    size_t over = HAK_REQUEST(size) + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
       uint8_t *p = hak_malloc_generic(over, hak_heap_get(), false);
       if (p == NULL) return NULL;
@@ -113,15 +138,17 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
         hak_block_mark_aligned(q, page);   /* so free(q) knows q from any other pointer inside the block */
       }
       if (zero) memset(q, 0, size);
-      return q;
+      return HAK_HANDOUT(q, size);
     }
   }
   /* Past the classes (over-allocating only overflows them above 512 KiB,
    * where every class is a multiple of 64 KiB and was taken above), large
    * blocks start on a slice. */
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
-    return hak_malloc_generic(size, hak_heap_get(), zero);
-  return hak_huge_alloc(size, align, zero);
+    return HAK_HANDOUT(hak_malloc_generic(HAK_REQUEST(size), hak_heap_get(), zero), size);
+  void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(HAK_REQUEST(size), align, NULL, zero)
+                                       : hak_huge_alloc(HAK_REQUEST(size), align, zero);
+  return HAK_HANDOUT(p, size);
 }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }
@@ -158,9 +185,13 @@ void *hak_pvalloc(size_t size) {
 /* Usable bytes from p to the end of its block. Reports a pointer hakmem
  * did not hand out, or a block already freed. */
 size_t hak_malloc_usable_size(const void *p) {
+#if HAKMEM_SECURE   /* the requested size: the bytes past it hold the canary */
+  return hak_secure_usable_size(p);
+#endif
   if (p == NULL) return 0;
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
+  if (hak_unlikely(hak_tracking)) hak_track_resize((void *)p, ref.usable, ref.usable);   /* all of it is the caller's now */
   return ref.usable;
 }
 
@@ -176,13 +207,19 @@ size_t hak_good_size(size_t size) {
 }
 
 void *hak_realloc(void *p, size_t size) {
+#if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
+  return hak_secure_realloc(p, size);
+#endif
   if (p == NULL) return hak_malloc(size);
   if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
   size_t usable = ref.usable;
-  if (size <= usable && size >= usable / 2) return p;   /* fits, without wasting half */
-  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX) {
+  if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
+    if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
+    return p;
+  }
+  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
     void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
     if (q != NULL) return q;
   }
@@ -194,6 +231,7 @@ void *hak_realloc(void *p, size_t size) {
     q = hak_malloc(usable + usable / 4);
   if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  if (hak_unlikely(hak_tracking)) hak_track_resize(p, usable, usable);   /* the copy reads past the request */
   memcpy(q, p, usable < size ? usable : size);
   hak_free(p);
   return q;

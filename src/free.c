@@ -18,24 +18,27 @@
 
 /* ------------------------------------------------------------ misuse */
 
-static const char *const op_names[] = {
-  [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
-};
+const char *hak_op_name(hak_op_t op) {
+  static const char *const names[] = {
+    [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
+  };
+  return names[op];
+}
 
 /* One line naming the call, the pointer and what is wrong, then abort. */
 static HAK_NOINLINE HAK_NORETURN void report(hak_op_t op, const void *p, const char *what) {
-  hak_fatal("%s of %p, %s", op_names[op], p, what);
+  hak_fatal("%s of %p, %s", hak_op_name(op), p, what);
 }
 
 /* The block is free already: for free, a double free. */
-static HAK_NOINLINE HAK_NORETURN void report_freed(hak_op_t op, const void *p, const char *what) {
+HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what) {
   if (op == HAK_OP_FREE) hak_fatal("double free of %p (%s)", p, what);
-  hak_fatal("%s of %p, a block already freed (%s)", op_names[op], p, what);
+  hak_fatal("%s of %p, a block already freed (%s)", hak_op_name(op), p, what);
 }
 
 /* A free block carries its tag (see hak_block_t); carved blocks get it too,
  * so a block malloc never handed out counts as free. */
-static inline bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
+static inline HAK_NO_ASAN bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
   return b->free_tag == hak_free_tag(b, page);
 }
 
@@ -54,7 +57,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   if (!hak_segment_is_mapped(p)) {
     ref->usable = hak_giant_usable_size(p);
     if (ref->usable != 0) return;
-    if (hak_huge_cache_holds(hak_segment_of(p))) report_freed(op, p, "a huge block");
+    if (hak_huge_cache_holds(hak_segment_of(p))) hak_report_freed(op, p, "a huge block");
     report(op, p, "not allocated by hakmem (or freed already)");
   }
   hak_segment_t *seg = hak_segment_of(p);
@@ -72,7 +75,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
       ref->usable = page->block_size;
       return;
     case HAK_SPAN_FREE:
-      report_freed(op, p, "or never allocated: its memory is free");
+      hak_report_freed(op, p, "or never allocated: its memory is free");
     case HAK_SPAN_PAGE:
       break;
     default:
@@ -80,7 +83,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   }
   hak_block_t *b = hak_page_block_of(page, p);
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
-  if (block_is_free(b, page)) report_freed(op, p, "or never handed out");
+  if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
   if ((const void *)b != p &&
       (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(p, page)))
     report(op, p, "not the start of a block (a pointer inside one)");
@@ -94,15 +97,25 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
  * corrupts a free list. */
 static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
   uintptr_t tag = hak_free_tag(b, page);
-  if (hak_unlikely(b->free_tag == tag)) report_freed(HAK_OP_FREE, b, "or never handed out");
+  if (hak_unlikely(b->free_tag == tag)) hak_report_freed(HAK_OP_FREE, b, "or never handed out");
   b->free_tag = tag;
 }
 
-static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+static inline void push_local(hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
-  b->next = page->local_free;
+  hak_block_set_next(page, b, page->local_free);
   page->local_free = b;
+}
+
+/* After a local free: a page whose blocks are all free again goes back to
+ * its arena (and may belong to another thread at once). */
+static inline void release_local(hak_heap_t *heap, hak_page_t *page) {
   if (hak_unlikely(hak_page_used_dec_is_zero(page)) && !hak_page_keep_when_empty(page)) hak_heap_retire_page(heap, page);
+}
+
+static inline void free_local(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  push_local(page, b);
+  release_local(heap, page);
 }
 
 /* HAKMEM_STATS: every free comes here, and is counted on the freeing
@@ -116,6 +129,24 @@ static HAK_NOINLINE hak_heap_t *count_free(hak_heap_t *heap, size_t bin, bool re
   return heap;
 }
 
+/* Every free of a block in a page when calls are counted (HAKMEM_STATS),
+ * or tracked under memcheck (tracking.h). */
+static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_block_t *b, bool local) {
+  heap = count_free(heap, page->bin, !local);
+  if (hak_tracking) {   /* free now, but its link and tag are ours to write */
+    hak_track_free(b, page->block_size, true);
+    hak_track_open(b);
+  }
+  if (local) {
+    push_local(page, b);
+    if (hak_tracking) hak_track_close(b);   /* before the page may change hands */
+    release_local(heap, page);
+  } else {
+    mark_free(b, page);
+    hak_page_free_remote(page, b);   /* its link stays open until its owner collects it */
+  }
+}
+
 /* Every free the fast path does not take: blocks of other threads' pages
  * or of nobody's, of pages with aligned blocks or of several slices, large
  * and huge blocks, counted frees, and every misuse (found here exactly). */
@@ -125,6 +156,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_page_t *page = ref.page;
   if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
+    if (hak_unlikely(hak_tracking)) hak_track_free(p, ref.usable, false);
     if (ref.seg == NULL) hak_giant_free(p);
     else if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page);
     else hak_huge_free(ref.seg, page);
@@ -140,8 +172,9 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
     hak_heap_queue_push_back(heap, page);
     local = true;
   }
-  if (hak_unlikely(hak_owner_counted)) heap = count_free(heap, page->bin, !local);
-  if (local) {
+  if (hak_unlikely(hak_owner_counted)) {
+    free_counted(heap, page, b, local);
+  } else if (local) {
     free_local(heap, page, b);
   } else {
     mark_free(b, page);
@@ -151,8 +184,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 
 /* The fast path: a block this thread's page handed out, checked exactly
  * (hak_block_check) in one multiply and compare. */
-void hak_free(void *p) {
-  hak_heap_t *heap = hak_heap_get();
+static inline void free_block(void *p, hak_heap_t *heap) {
   if (hak_unlikely(!hak_segment_is_mapped(p))) {
     if (p != NULL) hak_free_generic(p, heap);
     return;
@@ -165,6 +197,19 @@ void hak_free(void *p) {
   }
   hak_free_generic(p, heap);
 }
+
+void hak_free(void *p) {
+#if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
+  hak_secure_free(p);
+#else
+  free_block(p, hak_heap_get());
+#endif
+}
+
+#if HAKMEM_SECURE
+/* A block leaving the quarantine (checked when it entered) takes the fast path. */
+void hak_free_released(void *p, hak_heap_t *heap) { free_block(p, heap); }
+#endif
 
 /* ------------------------------------------------------------ sized free */
 

@@ -132,6 +132,9 @@ void hak_heap_release(hak_heap_t *heap) {
  * others to their reclaim queues), keep the counters, recycle the heap. */
 void hak_heap_thread_done(hak_heap_t *heap) {
   if (heap == NULL || heap == &hak_heap_empty) return;
+#if HAKMEM_SECURE
+  hak_quarantine_flush(heap);   /* before its pages are given up: the blocks are still live */
+#endif
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;

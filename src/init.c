@@ -92,7 +92,8 @@ void hak_process_init(void) {
     return;
   }
   hak_options_init();
-  hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF ? HAK_OWNER_COUNTED : 0;
+  bool tracked = hak_tracking_init();   /* valgrind: every call on the generic paths (tracking.h) */
+  hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF || tracked ? HAK_OWNER_COUNTED : 0;
   hak_arenas_init();
   hak_heap_direct_init();
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */

@@ -33,6 +33,11 @@
 #include <pthread.h>
 #include "hakmem.h"
 
+/* HAKMEM_SECURE: the hardened variant (secure.h, secure.c). */
+#ifndef HAKMEM_SECURE
+#define HAKMEM_SECURE 0
+#endif
+
 /* HAKMEM_DEBUG (cmake -DHAKMEM_DEBUG=ON, the build the sanitizer runs use):
  * hak_assert checks, and the validators of the structures below run where
  * those change hands (hak_page_is_valid, hak_arena_is_valid). Compiled away
@@ -52,6 +57,12 @@
 #define HAK_INTERNAL    __attribute__((visibility("hidden")))
 #define HAK_NOINLINE    __attribute__((noinline))
 #define HAK_NORETURN    __attribute__((noreturn))
+/* Reads of a block the ASan build may have poisoned (tracking.h). */
+#if defined(__SANITIZE_ADDRESS__)
+#define HAK_NO_ASAN     __attribute__((no_sanitize_address))
+#else
+#define HAK_NO_ASAN
+#endif
 
 /* ---------------------------------------------------------------- sizes */
 
@@ -202,9 +213,16 @@ typedef struct hak_page_s {
   _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) */
   uint8_t span_kind;
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
+#if HAKMEM_SECURE
+  uintptr_t secret;                      /* page: encodes its free-list links (secure.h) */
+#endif
 } __attribute__((aligned(64))) hak_page_t;
 
+#if HAKMEM_SECURE
+_Static_assert(sizeof(hak_page_t) == 128, "a secure page descriptor is two cache lines");
+#else
 _Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
+#endif
 
 /* What a slice's memory may hold (page->dirty of each slice): never used
  * since mapped (zero, not resident), used since its last purge (may be
@@ -374,6 +392,15 @@ typedef struct hak_arena_s {
 
 /* ---------------------------------------------------------------- heaps */
 
+#if HAKMEM_SECURE
+/* Freed blocks waiting to be reused, oldest first (secure.c). */
+#define HAK_QUARANTINE_SLOTS 64
+typedef struct hak_quarantine_s {
+  struct { void *p; size_t usable; } slots[HAK_QUARANTINE_SLOTS];
+  size_t head, count, bytes;
+} hak_quarantine_t;
+#endif
+
 typedef struct hak_page_queue_s {
   hak_page_t *first, *last;
 } hak_page_queue_t;
@@ -407,6 +434,9 @@ typedef struct hak_heap_s {
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   uint32_t generic_calls;                /* paces the checks for due work */
   hak_bin_stats_t stats[HAK_BINS];
+#if HAKMEM_SECURE
+  hak_quarantine_t quarantine;
+#endif
 } hak_heap_t;
 
 extern hak_heap_t hak_heap_empty HAK_INTERNAL;
@@ -449,7 +479,7 @@ static inline void hak_unlock(pthread_mutex_t *m) {
 
 typedef enum {
   HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
-  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_BACKGROUND, HAK_OPT_COUNT
+  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_BACKGROUND, HAK_OPT_ZERO_ON_FREE, HAK_OPT_COUNT
 } hak_option_t;
 
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
@@ -589,6 +619,8 @@ typedef struct hak_block_ref_s {
 } hak_block_ref_t;
 HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);
 HAK_INTERNAL void hak_block_mark_aligned(void *q, const hak_page_t *page);
+HAK_INTERNAL const char *hak_op_name(hak_op_t op);
+HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what);
 
 /* purge.c */
 #define HAK_PURGE_DELAY_MAX 500          /* ms: most an arena's delay adapts up to */
@@ -646,6 +678,8 @@ extern _Atomic(int64_t) hak_stat_huge_count HAK_INTERNAL, hak_stat_segments_rele
 extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes HAK_INTERNAL;
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
+#include "secure.h"
+#include "tracking.h"
 #include "exports.h"
 
 #endif

@@ -89,7 +89,7 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
   do {
     state = old & HAK_XSTATE_MASK;
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
-    last->next = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK);
+    hak_block_set_next(page, last, (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK));
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)first | state,
                                                   memory_order_acq_rel, memory_order_relaxed));
   if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
@@ -259,12 +259,11 @@ size_t hak_page_purge_held(hak_page_t *page) {
   /* The list was pushed after its blocks left page_init's hands: block_size is settled. */
   hak_block_t *list = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK), *tail = list;
   size_t bs = page->block_size, purged = 0;
-  for (hak_block_t *b = list;; b = b->next) {
+  for (hak_block_t *b = list; b != NULL; b = hak_block_next(page, b)) {
     uintptr_t from = hak_align_up((uintptr_t)b + sizeof(hak_block_t), HAK_OS_PAGE);
     uintptr_t to = ((uintptr_t)b + bs) & ~(uintptr_t)(HAK_OS_PAGE - 1);
     if (to > from && hak_os_purge((void *)from, to - from) != HAK_PURGE_FAILED) purged += to - from;
     tail = b;
-    if (b->next == NULL) break;
   }
   xthread_push(page, list, tail);
   return purged;

@@ -63,6 +63,9 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->block_size = (uint32_t)bs;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
+#if HAKMEM_SECURE
+  hak_secure_page_init(page);   /* a fresh secret for its links */
+#endif
 }
 
 /* Carve more blocks from the page's never-used area onto its free list.
@@ -81,6 +84,10 @@ void hak_page_extend(hak_page_t *page) {
   size_t most = (bytes + bs - 1) / bs;   /* the blocks that start in the next `bytes` */
   if (n > most) n = most;
   uint8_t *first = hak_page_area(page) + (size_t)page->capacity * bs;
+  if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, false);
+#if HAKMEM_SECURE
+  hak_secure_carve(page, first, n);   /* in random order */
+#else
   hak_block_t *b = (hak_block_t *)first;
   for (size_t i = 1; i < n; i++, b = b->next) {
     b->next = (hak_block_t *)((uint8_t *)b + bs);
@@ -89,6 +96,8 @@ void hak_page_extend(hak_page_t *page) {
   b->next = page->free;
   b->free_tag = hak_free_tag(b, page);
   page->free = (hak_block_t *)first;
+#endif
+  if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, true);
   /* Relaxed atomic: a freeing thread may read it (hak_page_block_of). */
   __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + n), __ATOMIC_RELAXED);
   page_update_check(page);
@@ -101,10 +110,11 @@ void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   if (list == NULL) return;
   size_t count = 1;
   hak_block_t *tail = list;
-  while (tail->next != NULL) { tail = tail->next; count++; }
+  for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL; tail = next) count++;
   size_t used = hak_page_used(page);
   if (count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
-  tail->next = page->local_free;
+  hak_block_set_next(page, tail, page->local_free);
+  if (hak_unlikely(hak_tracking)) hak_track_close_list(page, list, tail);
   page->local_free = list;
   hak_page_used_set(page, (uint16_t)(used - count));
 }
@@ -145,11 +155,15 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
  * make up every carved block; the free fast path's check matches. */
 static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, size_t *count) {
   const uint8_t *area = hak_page_area(page);
-  for (; b != NULL; b = b->next) {
+  for (const hak_block_t *next; b != NULL; b = next) {
     size_t offset = (size_t)((const uint8_t *)b - area);
-    if ((const uint8_t *)b < area || offset % page->block_size != 0 ||
-        offset / page->block_size >= page->capacity || b->free_tag != hak_free_tag(b, page))
+    if ((const uint8_t *)b < area || offset % page->block_size != 0 || offset / page->block_size >= page->capacity)
       return false;
+    if (hak_tracking) hak_track_open((void *)b);   /* a free block: closed to tools */
+    bool tagged = b->free_tag == hak_free_tag(b, page);
+    next = hak_block_next(page, b);
+    if (hak_tracking) hak_track_close((void *)b);
+    if (!tagged) return false;
     if (++*count > page->capacity) return false;   /* a cycle */
   }
   return true;
@@ -174,6 +188,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
 
 /* A page with no live block goes back to its arena. */
 void hak_page_free_span(hak_heap_t *heap, hak_page_t *page) {
+  if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
   hak_counter_inc(&heap->stats[page->bin].pages_freed);

@@ -201,6 +201,9 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
   hak_segment_init_header(seg, HAK_SEGMENT_SIZE, a);
+#if HAKMEM_SECURE
+  hak_secure_segment_init(seg);   /* guard page between metadata and data */
+#endif
   seg->pages[0].span_kind = HAK_SPAN_META;
   seg->pages[0].slice_count = HAK_META_SLICES;
   for (size_t i = 0; i < HAK_SLICES; i++)

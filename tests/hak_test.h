@@ -517,6 +517,44 @@ static inline hak_child_report hak_run_in_child(void (*fn)(void))
     return r;
 }
 
+/* A misuse child names the bad pointer first ("bad pointer 0x..."), so
+ * that the parent can check hakmem's message names that same address. */
+static inline void hak_announce(const void *p)
+{
+    fprintf(stderr, "bad pointer %p\n", p);
+}
+
+#define HAK_MESSAGE_PREFIX "hakmem: error:"
+
+/* The child died by SIGABRT after exactly one line of hakmem's, ending its
+ * stderr, which contains `words` and names the announced pointer (the
+ * message is only checked where malloc is hakmem's under its own names). */
+static inline void hak_check_misuse_report(const hak_child_report *r, const char *words)
+{
+    CHECKF(WIFSIGNALED(r->status) && WTERMSIG(r->status) == SIGABRT,
+           "child status 0x%x, want death by SIGABRT; stderr: %s", r->status, r->text);
+#ifdef HAK_TEST_STANDARD_NAMES
+    const char *bad = strstr(r->text, "bad pointer 0x");
+    CHECK(bad != NULL);
+    unsigned long long want = strtoull(bad + strlen("bad pointer "), NULL, 16);
+
+    const char *msg = strstr(r->text, HAK_MESSAGE_PREFIX);
+    CHECKF(msg != NULL, "no \"" HAK_MESSAGE_PREFIX "\" in stderr: %s", r->text);
+    CHECKF(strstr(msg + 1, HAK_MESSAGE_PREFIX) == NULL, "more than one message: %s", r->text);
+    const char *eol = strchr(msg, '\n');
+    CHECKF(eol != NULL, "message not ended by a newline: %s", msg);
+    CHECKF(eol[1] == '\0', "more output after the message line: %s", msg);
+    size_t len = (size_t)(eol - msg);
+    CHECKF((const char *)memmem(msg, len, words, strlen(words)) != NULL, "\"%s\" not in: %.*s", words, (int)len, msg);
+    const char *hex = (const char *)memmem(msg, len, "0x", 2);
+    CHECKF(hex != NULL, "no address in: %.*s", (int)len, msg);
+    unsigned long long named = strtoull(hex, NULL, 16);
+    CHECKF(named == want, "message names 0x%llx, the bad pointer is 0x%llx", named, want);
+#else
+    (void)words; /* other allocators word their messages differently */
+#endif
+}
+
 #define CHECK_CHILD_EXITED_0(status)                                         \
     CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0,                    \
            "child status 0x%x (%s %d)", (status),                            \

@@ -10,19 +10,26 @@ static hak_page_t *page_of(void *p) { return hak_page_of(hak_segment_of(p), p); 
 static uintptr_t xstate(hak_page_t *page) { return atomic_load(&page->xthread_free) & HAK_XSTATE_MASK; }
 static bool xlist_empty(hak_page_t *page) { return (atomic_load(&page->xthread_free) & ~(uintptr_t)HAK_XSTATE_MASK) == 0; }
 
+/* The page's owner word names this heap (with HAK_OWNER_COUNTED where every
+ * call takes the generic paths: HAKMEM_STATS, or the ASan build's tracking). */
+static bool owned_by(hak_page_t *page, hak_heap_t *heap) {
+  return hak_page_owner(page) == ((uintptr_t)heap | hak_owner_counted);
+}
+
 static void blocks_come_from_the_direct_page(void) {
   void *p = hak_malloc(SIZE);
   hak_heap_t *heap = hak_heap_get();
   hak_page_t *page = page_of(p);
   size_t bin = hak_bin_of(SIZE);
-  CHECKF(hak_page_owner(page) == (uintptr_t)heap, "owned by this thread's heap");
-  CHECKF(heap->queues[bin].first == page && heap->direct[(SIZE + 15) / 16] == page, "first in queue and direct");
+  CHECKF(owned_by(page, heap), "owned by this thread's heap");
+  CHECKF(heap->queues[bin].first == page, "first in queue");
+  CHECKF(heap->direct[(SIZE + 15) / 16] == (hak_owner_counted ? &hak_page_empty : page), "direct (unless every call is generic)");
   CHECKF(page->block_size == hak_bin_size(bin) && page->used == 1, "block size %u used %u", page->block_size, page->used);
   uint8_t *area = hak_page_area(page);
   CHECKF(((uint8_t *)p - area) % page->block_size == 0, "block boundary");
   hak_free(p);
   CHECKF(page->used == 0 && page->local_free == p, "a local free goes to local_free");
-  CHECKF(hak_page_owner(page) == (uintptr_t)heap, "the only page of its class is kept");
+  CHECKF(owned_by(page, heap), "the only page of its class is kept");
 }
 
 /* Fill a whole page; return its blocks in `out` (reserved of them). */
@@ -84,7 +91,7 @@ static void *allocate_one(void *arg) {
   adoption_t *a = arg;
   a->block = hak_malloc(SIZE);
   hak_page_t *page = page_of(a->block);
-  a->owned = hak_page_owner(page) == (uintptr_t)hak_heap_get() && xstate(page) == HAK_XSTATE_ACTIVE;
+  a->owned = owned_by(page, hak_heap_get()) && xstate(page) == HAK_XSTATE_ACTIVE;
   return NULL;   /* at exit this thread gives the page up again */
 }
 

@@ -1,0 +1,324 @@
+/* The hardened variant's defences (HAKMEM_SECURE=1; see secure.h for the
+ * list and README.md "Hardening" for what each catches and costs). In the
+ * default build this file compiles to nothing.
+ *
+ * Every block of the secure variant ends in a canary trailer:
+ *
+ *   p ........ p+size  [pattern, up to 16 B]  ...  [slack:u32 | check:u32]
+ *   (the caller's)      CANARY_BYTE                 last 8 bytes of the block
+ *
+ * slack is the count of bytes between the request and the trailer, so the
+ * requested size needs no room anywhere else (not in the page descriptor,
+ * not in a side table) and is found from the block's end, which the exact
+ * block lookup gives anyway. Both words hold the slack, each masked with
+ * its half of a keyed hash of the block's address: an overflow that
+ * reaches the trailer makes them disagree, and one that stops short
+ * changes the pattern bytes. Both are checked whenever the
+ * block comes back (free, realloc, malloc_usable_size).
+ *
+ * A freed block then waits in its thread's quarantine (FIFO, bounded by
+ * count and bytes) before it really goes back to its page: its first
+ * QUARANTINE_FILL bytes are filled with FREED_BYTE, except the second word
+ * which holds its quarantine tag (so a second free is a double free). When
+ * it leaves, the fill is checked: any difference is a write after free. */
+#define _GNU_SOURCE
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include "internal.h"
+
+#if HAKMEM_SECURE
+
+/* ------------------------------------------------------------ randomness */
+
+static uint64_t mix(uint64_t x) {   /* splitmix64's finaliser */
+  x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27; x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/* getrandom never allocates; if it fails (very early, or seccomp), the
+ * clock and an address still differ from run to run. */
+static uint64_t random_seed(void) {
+  uint64_t v;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)&v);
+}
+
+/* The process key (canary checks, quarantine tags): chosen by the first
+ * thread that needs it, the same for all after. */
+static _Atomic(uint64_t) process_key;
+
+static uint64_t key(void) {
+  uint64_t k = atomic_load_explicit(&process_key, memory_order_relaxed);
+  if (hak_likely(k != 0)) return k;
+  uint64_t fresh = random_seed() | 1, expected = 0;
+  return atomic_compare_exchange_strong(&process_key, &expected, fresh) ? fresh : expected;
+}
+
+static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
+
+static uint64_t random_next(void) {
+  if (hak_unlikely(rng_state == 0)) rng_state = random_seed() | 1;
+  rng_state += 0x9e3779b97f4a7c15ULL;
+  return mix(rng_state);
+}
+
+/* ------------------------------------------------------------ pages */
+
+void hak_secure_page_init(hak_page_t *page) { page->secret = random_next(); }
+
+HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b) {
+  hak_fatal("free list corrupted at free block %p (page at %p): a use-after-free write or an overflow",
+            (const void *)b, (void *)hak_page_area(page));
+}
+
+/* Link blocks first .. first + n - 1 onto page->free in random order, each
+ * with its free tag (secure.h: carving). */
+#define CARVE_MAX (16 * 1024 / HAK_ALIGN)   /* page.c's HAK_EXTEND_BYTES in the smallest class */
+void hak_secure_carve(hak_page_t *page, uint8_t *first, size_t n) {
+  uint16_t order[CARVE_MAX];
+  if (n > CARVE_MAX) hak_fatal("internal error: carving %zu blocks at once", n);
+  for (size_t i = 0; i < n; i++) {   /* Fisher-Yates, inside out */
+    size_t j = (size_t)(random_next() % (i + 1));
+    order[i] = order[j];
+    order[j] = (uint16_t)i;
+  }
+  hak_block_t *list = page->free;
+  for (size_t i = 0; i < n; i++) {
+    hak_block_t *b = (hak_block_t *)(first + (size_t)order[i] * page->block_size);
+    hak_block_set_next(page, b, list);
+    b->free_tag = hak_free_tag(b, page);
+    list = b;
+  }
+  page->free = list;
+}
+
+/* ------------------------------------------------------------ segments */
+
+_Static_assert(sizeof(hak_segment_t) <= HAK_META_SIZE - HAK_OS_PAGE, "room for the metadata guard page");
+
+/* The last OS page of the metadata: an underflow from the first data
+ * slice faults there instead of rewriting page descriptors. */
+void hak_secure_segment_init(hak_segment_t *seg) {
+  if (mprotect((uint8_t *)seg + HAK_META_SIZE - HAK_OS_PAGE, HAK_OS_PAGE, PROT_NONE) != 0)
+    hak_verbose("hakmem: warning: no guard page for segment %p\n", (void *)seg);
+}
+
+/* ------------------------------------------------------------ canary */
+
+#define CANARY_BYTE     0xca
+#define CANARY_WORD     0xcacacacacacacacaULL
+#define CANARY_PATTERN  16      /* pattern bytes after the request, at most */
+#define FREED_BYTE      0xdf
+#define FREED_WORD      0xdfdfdfdfdfdfdfdfULL
+
+/* Both words are masked with a keyed hash of the block's address, so no
+ * byte of the trailer has a predictable value: an off-by-one that writes
+ * a 0 (a string's terminator) into a block with no pattern bytes changes
+ * it too, except by a 1-in-256 chance. */
+typedef struct trailer_s {
+  uint32_t slack;                        /* bytes from the request's end to the trailer, masked */
+  uint32_t check;                        /* the slack, masked differently */
+} trailer_t;
+
+static trailer_t trailer_encode(const void *p, uint32_t slack) {
+  uint64_t h = mix(key() ^ (uintptr_t)p);
+  return (trailer_t){ slack ^ (uint32_t)h, slack ^ (uint32_t)(h >> 32) };
+}
+
+/* Bytes from p to the end of its block: the free fast path's check finds a
+ * block start in a one-slice page without a division; the rest (aligned
+ * blocks inside their block, multi-slice pages, large, huge) asks
+ * hak_block_find. */
+static size_t block_usable(const void *p) {
+  if (hak_segment_is_mapped(p)) {
+    const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
+    if (hak_block_check(slice, p)) return slice->page->block_size;
+  }
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
+  return ref.usable;
+}
+
+/* p was allocated for hak_secure_request(size): write its canary. A slack
+ * too large for the trailer (only a huge block taken from the cache can
+ * have one) is capped: the requested size then reads as somewhat larger. */
+void *hak_secure_handout(void *p, size_t size) {
+  if (p == NULL) return NULL;
+  size_t usable = block_usable(p);
+  size_t slack = usable - HAK_CANARY_SIZE - size;
+  if (slack > UINT32_MAX) slack = UINT32_MAX;
+  uint8_t *end = (uint8_t *)p + usable;
+  memset(end - HAK_CANARY_SIZE - slack, CANARY_BYTE, slack < CANARY_PATTERN ? slack : CANARY_PATTERN);
+  trailer_t t = trailer_encode(p, (uint32_t)slack);
+  memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
+  return p;
+}
+
+static HAK_NORETURN void report_overflow(hak_op_t op, const void *p, size_t size, size_t at) {
+  if (size == SIZE_MAX)
+    hak_fatal("heap overflow past the end of %p (its canary trailer was overwritten; found by %s)",
+              p, hak_op_name(op));
+  hak_fatal("heap overflow past the %zu bytes of %p (byte %zu after them was overwritten; found by %s)",
+            size, p, at, hak_op_name(op));
+}
+
+/* The requested size of live block p, whose block has `usable` bytes from
+ * p on; reports an overflow. */
+static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
+  const uint8_t *end = (const uint8_t *)p + usable;
+  trailer_t stored, mask = trailer_encode(p, 0);
+  memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
+  uint32_t slack = stored.slack ^ mask.slack;
+  if (slack != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE)
+    report_overflow(op, p, SIZE_MAX, 0);
+  size_t size = usable - HAK_CANARY_SIZE - slack;
+  const uint8_t *pattern = (const uint8_t *)p + size;
+  size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
+  if (hak_likely(n >= 8)) {   /* two (maybe overlapping) words cover the 8 to 16 bytes */
+    uint64_t first, last;
+    memcpy(&first, pattern, 8);
+    memcpy(&last, pattern + n - 8, 8);
+    if (hak_likely(first == CANARY_WORD && last == CANARY_WORD)) return size;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (hak_unlikely(pattern[i] != CANARY_BYTE)) report_overflow(op, p, size, i);
+  return size;
+}
+
+/* ------------------------------------------------------------ quarantine */
+
+#define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
+#define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
+
+static uintptr_t quarantine_tag(const void *p) { return (uintptr_t)p ^ (uintptr_t)key() ^ 0x5175617261ULL; }
+
+/* Quarantined blocks start at their block, so their second word is theirs
+ * (a block inside its block, from an aligned allocation, skips quarantine). */
+static bool is_block_start(const hak_block_ref_t *ref, const void *p) {
+  return ref->seg != NULL && (ref->page->span_kind != HAK_SPAN_PAGE || (const void *)ref->block == p);
+}
+
+/* The live block p is (exactly, see hak_block_find; not in quarantine),
+ * its canary checked: its requested size. */
+static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
+  /* The start of a carved block of a one-slice page that is not free: as
+   * hak_block_find would find it, without its division. */
+  const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
+  if (hak_likely(hak_segment_is_mapped(p) && hak_block_check(slice, p) &&
+                 ((const hak_block_t *)p)->free_tag != hak_free_tag(p, slice->page))) {
+    *ref = (hak_block_ref_t){ hak_segment_of(p), slice->page, (hak_block_t *)p, slice->page->block_size };
+  } else {
+    hak_block_find(op, p, ref);
+  }
+  if (is_block_start(ref, p) && ((const uintptr_t *)p)[1] == quarantine_tag(p))
+    hak_report_freed(op, p, "it is in quarantine");
+  return canary_check(op, p, ref->usable);
+}
+
+static void quarantine_fill(void *p, size_t usable) {
+  size_t fill = usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL;
+  memset(p, FREED_BYTE, fill);
+  ((uintptr_t *)p)[1] = quarantine_tag(p);
+}
+
+/* The block leaves quarantine: unchanged since it was filled, or reported. */
+static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
+  const uint64_t *w = p;
+  size_t i = 0;
+  while (i + 1 < fill / 8 && w[i] == (i == 1 ? quarantine_tag(p) : FREED_WORD)) i++;
+  hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
+}
+
+static void quarantine_release(hak_heap_t *heap, void *p, size_t usable) {
+  size_t fill = usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL;
+  const uint64_t *w = p;
+  uint64_t diff = (w[0] ^ FREED_WORD) | (w[1] ^ quarantine_tag(p));
+  for (size_t i = 2; i < fill / 8; i++) diff |= w[i] ^ FREED_WORD;
+  if (hak_unlikely(diff != 0)) report_use_after_free(p, fill);
+  /* Not a quarantine tag any more: a large block's memory is handed out
+   * again as it is (page blocks get their free tag). */
+  if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
+  else ((uintptr_t *)p)[1] = 0;
+  hak_free_released(p, heap);
+}
+
+static void quarantine_evict(hak_heap_t *heap) {
+  hak_quarantine_t *q = &heap->quarantine;
+  void *p = q->slots[q->head].p;
+  size_t usable = q->slots[q->head].usable;
+  q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
+  q->count--;
+  q->bytes -= usable;
+  quarantine_release(heap, p, usable);
+}
+
+void hak_quarantine_flush(hak_heap_t *heap) {
+  while (heap->quarantine.count > 0) quarantine_evict(heap);
+}
+
+static void quarantine_put(hak_heap_t *heap, void *p, size_t usable) {
+  hak_quarantine_t *q = &heap->quarantine;
+  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
+    quarantine_evict(heap);
+  quarantine_fill(p, usable);
+  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].p = p;
+  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].usable = usable;
+  q->count++;
+  q->bytes += usable;
+}
+
+/* At exit, the main thread's quarantine is checked too. */
+__attribute__((destructor)) static void quarantine_check_at_exit(void) {
+  hak_heap_t *heap = hak_heap_get();
+  if (heap != &hak_heap_empty) hak_quarantine_flush(heap);
+}
+
+/* ------------------------------------------------------------ the API */
+
+void *hak_secure_malloc(size_t size) {
+  return hak_secure_handout(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size);
+}
+
+void hak_secure_free(void *p) {
+  if (p == NULL) return;
+  hak_block_ref_t ref;
+  live_block(HAK_OP_FREE, p, &ref);
+  hak_heap_t *heap = hak_heap_get();
+  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();   /* a thread that only frees */
+  if (heap == NULL || !is_block_start(&ref, p) || ref.usable > QUARANTINE_BYTES) {
+    if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
+    hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
+    return;
+  }
+  quarantine_put(heap, p, ref.usable);
+}
+
+size_t hak_secure_usable_size(const void *p) {
+  if (p == NULL) return 0;
+  hak_block_ref_t ref;
+  return live_block(HAK_OP_USABLE_SIZE, p, &ref);
+}
+
+/* Shrinks and small growth stay in place (with a new canary); the rest
+ * moves, huge blocks included (no in-place resize: the move is what
+ * quarantines the old block). */
+void *hak_secure_realloc(void *p, size_t size) {
+  if (p == NULL) return hak_secure_malloc(size);
+  if (size == 0) { hak_secure_free(p); return NULL; }
+  hak_block_ref_t ref;
+  size_t old = live_block(HAK_OP_REALLOC, p, &ref);
+  size_t need = hak_secure_request(size);
+  if (need <= ref.usable && need >= ref.usable / 2) return hak_secure_handout(p, size);
+  void *q = hak_secure_malloc(size);
+  if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  memcpy(q, p, old < size ? old : size);
+  hak_secure_free(p);
+  return q;
+}
+
+#endif

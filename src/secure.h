@@ -1,0 +1,92 @@
+/* The hardened variant (HAKMEM_SECURE=1: libhakmem-secure.so / .a), and
+ * the hooks the other layers call for it. Every hook is an inline function
+ * or a macro that is the plain operation in the default build, so the
+ * default build's code is unchanged; the defences themselves live in
+ * secure.c. What each defence catches is in README.md ("Hardening").
+ *
+ *   free-list links   encoded with a random per-page secret and the
+ *                     link's own address; a decoded link that is not a
+ *                     carved block of the page is reported (a use-after-
+ *                     free or overflow write cannot steer malloc)
+ *   fresh blocks      carved onto the free list in random order
+ *   canary            an 8-byte trailer at the end of every block (the
+ *                     count of bytes between the request and it, twice,
+ *                     masked with a keyed hash), plus up to 16 pattern
+ *                     bytes right after the request: checked on free,
+ *                     realloc and malloc_usable_size
+ *   quarantine        freed blocks wait in a per-thread FIFO before they
+ *                     are reused, their first 64 bytes filled with a
+ *                     pattern that is checked when they leave it
+ *   guard page        the last OS page of a segment's metadata is
+ *                     inaccessible: an underflow from the first data
+ *                     slice faults instead of rewriting page descriptors
+ *
+ * Included at the end of internal.h. */
+#ifndef HAKMEM_SECURE_H
+#define HAKMEM_SECURE_H
+
+#if HAKMEM_SECURE
+
+/* A link as stored: the next block, xor the page's secret, xor the
+ * address of the link itself (so a link copied elsewhere decodes wrong). */
+static inline uintptr_t hak_link_encode(const hak_page_t *page, const hak_block_t *b, const hak_block_t *next) {
+  return (uintptr_t)next ^ page->secret ^ (uintptr_t)&b->next;
+}
+
+HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b);
+
+/* The next block of a free list, checked: NULL or a carved block of the
+ * page (exact for one-slice pages, through hak_block_check). */
+static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
+  hak_block_t *next = (hak_block_t *)((uintptr_t)b->next ^ page->secret ^ (uintptr_t)&b->next);
+  if (next == NULL) return NULL;
+  hak_segment_t *seg = hak_segment_of(page);
+  size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
+  bool ok = page->slice_count == 1
+                ? offset < HAK_SLICE_SIZE && hak_block_check(&seg->slices[page - seg->pages], next)
+                : offset < (size_t)page->capacity * page->block_size && offset % page->block_size == 0;
+  if (hak_unlikely(!ok)) hak_secure_bad_link(page, b);
+  return next;
+}
+
+static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
+  b->next = (hak_block_t *)hak_link_encode(page, b, next);
+}
+
+/* The request as the pages see it: room for the canary trailer (a size
+ * that would wrap stays too large, so it still fails with ENOMEM). */
+#define HAK_CANARY_SIZE 8
+static inline size_t hak_secure_request(size_t size) {
+  return size > SIZE_MAX - HAK_CANARY_SIZE ? SIZE_MAX : size + HAK_CANARY_SIZE;
+}
+
+HAK_INTERNAL void *hak_secure_handout(void *p, size_t size);
+HAK_INTERNAL void *hak_secure_malloc(size_t size);
+HAK_INTERNAL void  hak_secure_free(void *p);
+HAK_INTERNAL void *hak_secure_realloc(void *p, size_t size);
+HAK_INTERNAL size_t hak_secure_usable_size(const void *p);
+HAK_INTERNAL void hak_secure_page_init(hak_page_t *page);
+HAK_INTERNAL void hak_secure_carve(hak_page_t *page, uint8_t *first, size_t n);
+HAK_INTERNAL void hak_secure_segment_init(hak_segment_t *seg);
+HAK_INTERNAL void hak_quarantine_flush(hak_heap_t *heap);
+HAK_INTERNAL void hak_free_released(void *p, hak_heap_t *heap);   /* free.c */
+
+#define HAK_REQUEST(size)        hak_secure_request(size)
+#define HAK_HANDOUT(p, size)     hak_secure_handout((p), (size))
+
+#else  /* the default build: the plain operations */
+
+static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
+  (void)page;
+  return b->next;
+}
+static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
+  (void)page;
+  b->next = next;
+}
+
+#define HAK_REQUEST(size)        (size)
+#define HAK_HANDOUT(p, size)     (p)
+
+#endif
+#endif

@@ -1,0 +1,36 @@
+#!/bin/sh
+# valgrind's memcheck with hakmem preloaded and left in place
+# (--soname-synonyms=somalloc=nouserintercepts; by default memcheck would
+# replace hakmem's malloc with its own): a clean program reports no error
+# and really ran on hakmem, and memcheck still sees hakmem's blocks: a
+# use-after-free read and a read past a block are reported as such.
+# usage: memcheck.sh libhakmem.so memcheck_program
+set -u
+lib=$1 prog=$2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail() { echo "FAIL: $*"; cat "$out"; exit 1; }
+
+run() {   # mode: memcheck's output in $out, its exit status returned
+  LD_PRELOAD=$lib valgrind --tool=memcheck --soname-synonyms=somalloc=nouserintercepts \
+    --error-exitcode=99 --leak-check=no "$prog" "$1" >"$out" 2>&1
+}
+
+HAKMEM_STATS=1 run clean; rc=$?
+[ $rc -eq 0 ] || fail "clean program: exit $rc"
+grep -q "ERROR SUMMARY: 0 errors" "$out" || fail "clean program: memcheck reported errors"
+grep -q "^sum " "$out" || fail "clean program did not finish"
+grep -q "^segments: [1-9]" "$out" || fail "clean program: hakmem's statistics show no segment (memcheck's malloc ran?)"
+echo "ok   clean program: no errors"
+
+run use-after-free; rc=$?
+[ $rc -eq 99 ] || fail "use-after-free: exit $rc, want memcheck's 99"
+grep -q "Invalid read of size 1" "$out" || fail "use-after-free: no invalid read reported"
+grep -q "8 bytes inside a block of size 64 free'd" "$out" || fail "use-after-free: the block is not named as freed"
+echo "ok   use-after-free read reported"
+
+run overflow; rc=$?
+[ $rc -eq 99 ] || fail "overflow: exit $rc, want memcheck's 99"
+grep -q "Invalid read of size 1" "$out" || fail "overflow: no invalid read reported"
+grep -q "0 bytes after a block of size 80 alloc'd" "$out" || fail "overflow: the block is not named"
+echo "ok   read past a block reported"

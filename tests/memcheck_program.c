@@ -1,0 +1,58 @@
+/* A small program for valgrind's memcheck with hakmem preloaded
+ * (memcheck.sh): `clean` uses the heap correctly in every size range,
+ * `use-after-free` reads a freed block, `overflow` reads one byte past a
+ * block. Not linked to hakmem. */
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile char sink;
+
+static void clean(void)
+{
+    static const size_t sizes[] = {1, 16, 80, 1000, 5000, 100 << 10, 2 << 20, 40 << 20};
+    char *blocks[sizeof sizes / sizeof sizes[0]];
+    unsigned long sum = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            blocks[i] = malloc(sizes[i]);
+            memset(blocks[i], (int)i, sizes[i]);
+        }
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            blocks[i] = realloc(blocks[i], sizes[i] * 2);   /* grown: the old bytes are still defined */
+            sum += (unsigned char)blocks[i][sizes[i] - 1];
+            blocks[i][malloc_usable_size(blocks[i]) - 1] = 1;   /* every usable byte is the program's */
+        }
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) free(blocks[i]);
+    }
+    int *zeroed = calloc(1000, sizeof *zeroed);
+    for (int i = 0; i < 1000; i++) sum += (unsigned long)zeroed[i];
+    free(zeroed);
+    void *aligned = aligned_alloc(4096, 10000);
+    memset(aligned, 1, 10000);
+    free(aligned);
+    printf("sum %lu\n", sum);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "clean";
+    if (strcmp(mode, "clean") == 0) {
+        clean();
+    } else if (strcmp(mode, "use-after-free") == 0) {
+        char *p = malloc(64);
+        memset(p, 1, 64);
+        free(p);
+        sink = p[8];
+    } else if (strcmp(mode, "overflow") == 0) {
+        char *p = malloc(80);   /* a class of its own here: the next block is free */
+        memset(p, 1, 80);
+        sink = p[80];
+        free(p);
+    } else {
+        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow\n");
+        return 2;
+    }
+    return 0;
+}

@@ -1,0 +1,231 @@
+/* Heap misuse by class and size, against each variant. Every case runs in
+ * a forked child (hak_run_in_child) and states which variants must stop it:
+ * those must die by SIGABRT after hakmem's one line naming the kind of
+ * misuse and the address (or, for the guard page, by SIGSEGV); the others
+ * may do anything (the case's outcome is printed).
+ *
+ * Built twice: test_misuse (libhakmem.so, the default variant) and
+ * test_misuse_secure (libhakmem-secure.so, HAK_TEST_SECURE). Built by hand
+ * with -DHAK_TEST_LIBC it runs the same table against the C library and
+ * checks nothing, for comparison:
+ *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc
+ * glibc 2.36 stops 10 of 18: the double and interior frees, the medium
+ * overflow by 32 and the underflows (both rewrite a chunk header), and the
+ * large use-after-free write (the block was unmapped); it misses the
+ * 1-byte overflows, the small and large 32-byte overflows and the small
+ * and medium use-after-free writes (README.md, "Hardening"). */
+#include "hak_test.h"
+#ifndef HAK_TEST_LIBC
+#include "internal.h"   /* HAK_SEGMENT_SIZE, HAK_META_SIZE: the guard page */
+#endif
+
+enum { DEFAULT = 1, SECURE = 2 };
+
+#if defined(HAK_TEST_LIBC)
+#define VARIANT 0
+#define VARIANT_NAME "glibc"
+#elif defined(HAK_TEST_SECURE)
+#define VARIANT SECURE
+#define VARIANT_NAME "secure"
+#else
+#define VARIANT DEFAULT
+#define VARIANT_NAME "default"
+#endif
+
+#define SMALL  ((size_t)32)
+#define MEDIUM (100 * KiB)
+#define LARGE  (2 * MiB)
+
+/* ---- overflows: the bytes right after the request ------------------------ */
+
+static void overflow_of(size_t size, size_t by)
+{
+    char *p = malloc(size);
+    CHECK(p != NULL);
+    memset(p, 1, size);
+    hak_announce(p);
+    memset(hak_opaque_ptr(p + size), 'x', by);
+    free(p);
+}
+
+static void overflow_1_small(void) { overflow_of(SMALL, 1); }
+static void overflow_1_medium(void) { overflow_of(MEDIUM, 1); }
+static void overflow_1_large(void) { overflow_of(LARGE, 1); }
+static void overflow_32_small(void) { overflow_of(SMALL, 32); }
+static void overflow_32_medium(void) { overflow_of(MEDIUM, 32); }
+static void overflow_32_large(void) { overflow_of(LARGE, 32); }
+
+static void overflow_1_then_realloc(void)
+{
+    char *p = malloc(SMALL);
+    CHECK(p != NULL);
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[SMALL] = 'x';
+    hak_opaque_ptr(realloc(p, 4 * SMALL));
+}
+
+/* ---- underflow: the byte before a block is the end of the block before it */
+
+static void underflow_of(size_t size)
+{
+    enum { N = 256 };
+    size_t n = size <= 1024 ? N : 4;
+    char *blocks[N];
+    for (size_t i = 0; i < n; i++) CHECK((blocks[i] = malloc(size)) != NULL);
+    /* The closest two blocks are neighbours of one page (fresh blocks may be
+     * carved in random order, but 256 of one class have neighbours). */
+    char *a = NULL, *b = NULL;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (blocks[j] > blocks[i] && (a == NULL || blocks[j] - blocks[i] < b - a)) {
+                a = blocks[i];
+                b = blocks[j];
+            }
+    CHECKF(a != NULL && (size_t)(b - a) < 2 * size, "no two neighbouring blocks of %zu bytes", size);
+    hak_announce(a);   /* the block whose end the underflow overwrites */
+    ((char *)hak_opaque_ptr(b))[-1] ^= 0x5a;   /* a write that changes the byte, whatever it held */
+    free(b);
+    free(a);
+}
+
+static void underflow_small(void) { underflow_of(SMALL); }
+static void underflow_medium(void) { underflow_of(MEDIUM); }
+
+/* ---- use after free: a write into a freed block ------------------------- */
+
+static void use_after_free_write_of(size_t size)
+{
+    char *p = malloc(size);
+    CHECK(p != NULL);
+    memset(p, 1, size);
+    free(p);
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[0] = 'x';
+    for (int i = 0; i < 100; i++) free(malloc(16));   /* whatever holds p lets it go */
+}
+
+static void use_after_free_write_small(void) { use_after_free_write_of(SMALL); }
+static void use_after_free_write_medium(void) { use_after_free_write_of(MEDIUM); }
+static void use_after_free_write_large(void) { use_after_free_write_of(LARGE); }
+
+/* ---- double and interior frees ------------------------------------------- */
+
+static void double_free_of(size_t size)
+{
+    char *p = malloc(size);
+    CHECK(p != NULL);
+    hak_announce(p);
+    free(p);
+    free(hak_opaque_ptr(p));
+}
+
+static void double_free_small(void) { double_free_of(SMALL); }
+static void double_free_medium(void) { double_free_of(MEDIUM); }
+static void double_free_large(void) { double_free_of(LARGE); }
+
+static void interior_free_of(size_t size, size_t offset)
+{
+    char *p = malloc(size);
+    CHECK(p != NULL);
+    hak_announce(p + offset);
+    free(hak_opaque_ptr(p + offset));
+}
+
+static void interior_free_small(void) { interior_free_of(SMALL, 16); }
+static void interior_free_medium(void) { interior_free_of(MEDIUM, 4 * KiB); }
+static void interior_free_large(void) { interior_free_of(LARGE, 64 * KiB); }
+
+/* ---- the guard page below the first data slice of a segment ------------- */
+
+#ifndef HAK_TEST_LIBC
+static void underflow_into_segment_metadata(void)
+{
+    char *p = malloc(SMALL);
+    CHECK(p != NULL);
+    char *segment = (char *)((uintptr_t)p & ~(uintptr_t)(HAK_SEGMENT_SIZE - 1));
+    *(volatile char *)hak_opaque_ptr(segment + HAK_META_SIZE - 1) = 'x';
+}
+#endif
+
+static const struct misuse {
+    const char *name;
+    void (*fn)(void);
+    int must_stop;          /* variants that must stop it */
+    const char *words;      /* in hakmem's one-line message; NULL: SIGSEGV */
+} misuses[] = {
+    { "overflow by 1, small", overflow_1_small, SECURE, "heap overflow" },
+    { "overflow by 1, medium", overflow_1_medium, SECURE, "heap overflow" },
+    { "overflow by 1, large", overflow_1_large, SECURE, "heap overflow" },
+    { "overflow by 32, small", overflow_32_small, SECURE, "heap overflow" },
+    { "overflow by 32, medium", overflow_32_medium, SECURE, "heap overflow" },
+    { "overflow by 32, large", overflow_32_large, SECURE, "heap overflow" },
+    { "overflow by 1, found by realloc", overflow_1_then_realloc, SECURE, "found by realloc" },
+    { "underflow into the block before, small", underflow_small, SECURE, "heap overflow" },
+    { "underflow into the block before, medium", underflow_medium, SECURE, "heap overflow" },
+    { "use-after-free write, small", use_after_free_write_small, SECURE, "use-after-free write" },
+    { "use-after-free write, medium", use_after_free_write_medium, SECURE, "use-after-free write" },
+    { "use-after-free write, large", use_after_free_write_large, SECURE, "use-after-free write" },
+    { "double free, small", double_free_small, DEFAULT | SECURE, "double free" },
+    { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free" },
+    { "double free, large", double_free_large, DEFAULT | SECURE, "double free" },
+    { "interior free, small", interior_free_small, DEFAULT | SECURE, "inside" },
+    { "interior free, medium", interior_free_medium, DEFAULT | SECURE, "inside" },
+    { "interior free, large", interior_free_large, DEFAULT | SECURE, "inside" },
+#ifndef HAK_TEST_LIBC
+    { "underflow into a segment's metadata", underflow_into_segment_metadata, SECURE, NULL },
+#endif
+};
+
+static void every_misuse_is_stopped_where_promised(void)
+{
+    int stopped = 0, total = (int)(sizeof misuses / sizeof misuses[0]);
+    for (size_t i = 0; i < sizeof misuses / sizeof misuses[0]; i++) {
+        const struct misuse *m = &misuses[i];
+        printf("   %s\n", m->name);
+        hak_child_report r = hak_run_in_child(m->fn);
+        bool stop = WIFSIGNALED(r.status);
+        stopped += stop;
+        printf("     %s: %s\n", VARIANT_NAME, stop ? "stopped" : "not stopped");
+        if (!(m->must_stop & VARIANT)) continue;
+        if (m->words != NULL) {
+            hak_check_misuse_report(&r, m->words);
+        } else {
+            CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSEGV,
+                   "child status 0x%x, want death by SIGSEGV", r.status);
+        }
+    }
+    printf("   %s stopped %d of %d\n", VARIANT_NAME, stopped, total);
+}
+
+#ifdef HAK_TEST_SECURE
+/* HAKMEM_ZERO_ON_FREE=1: a block freed with data in it comes back zeroed
+ * (past the two words the free list uses), wherever malloc finds it. */
+static void freed_blocks_come_back_zeroed(void)
+{
+    enum { N = 200, SIZE = 100 };
+    char *blocks[N];
+    for (int i = 0; i < N; i++) {
+        CHECK((blocks[i] = malloc(SIZE)) != NULL);
+        memset(blocks[i], 0xab, SIZE);
+    }
+    for (int i = 0; i < N; i++) free(blocks[i]);
+    for (int i = 0; i < 100; i++) free(malloc(16));   /* out of the quarantine */
+    for (int i = 0; i < N; i++) {
+        CHECK((blocks[i] = malloc(SIZE)) != NULL);
+        size_t at = hak_first_not(blocks[i] + 16, SIZE - 16, 0);
+        CHECKF(at == SIZE_MAX, "block %p: byte %zu is 0x%02x", (void *)blocks[i], at + 16,
+               (unsigned char)blocks[i][at + 16]);
+    }
+    for (int i = 0; i < N; i++) free(blocks[i]);
+}
+#endif
+
+int main(void)
+{
+    hak_test_begin("test_misuse (" VARIANT_NAME ")");
+    RUN_CASE(every_misuse_is_stopped_where_promised);
+#ifdef HAK_TEST_SECURE
+    if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
+#endif
+    return 0;
+}
