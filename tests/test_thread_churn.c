@@ -127,9 +127,10 @@ static void orphaned_blocks_freed_by_main(void)
             continue;
         }
         /* Freed memory may stay resident for the purge delay, which adapts
-         * up to 500 ms when each generation reuses what the last freed: give
-         * it a second to go (a page nobody reuses or frees never goes). */
-        for (int waited_ms = 0; hak_rss_bytes() >= base_rss + 16 * MiB * HAK_RSS_SLACK && waited_ms < 1000;
+         * up to 500 ms when each generation reuses what the last freed, and
+         * the purger that returns it may wait for a core on a loaded machine:
+         * give it up to 5 s to go (a page nobody reuses or frees never goes). */
+        for (int waited_ms = 0; hak_rss_bytes() >= base_rss + 16 * MiB * HAK_RSS_SLACK && waited_ms < 5000;
              waited_ms += 10)
             usleep(10 * 1000);
         CHECK_RSS_GROWTH_BELOW(base_rss, 16 * MiB);
