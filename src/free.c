@@ -107,6 +107,13 @@ static inline void push_local(hak_page_t *page, hak_block_t *b) {
   page->local_free = b;
 }
 
+/* A block of another thread's page, or of nobody's: checked and tagged
+ * here, then handed to the ownership protocol (owner.c). */
+static inline void free_remote(hak_page_t *page, hak_block_t *b) {
+  mark_free(b, page);
+  hak_page_free_remote(page, b);
+}
+
 /* After a local free: a page whose blocks are all free again goes back to
  * its arena (and may belong to another thread at once). */
 static inline void release_local(hak_heap_t *heap, hak_page_t *page) {
@@ -142,8 +149,7 @@ static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_bl
     if (hak_tracking) hak_track_close(b);   /* before the page may change hands */
     release_local(heap, page);
   } else {
-    mark_free(b, page);
-    hak_page_free_remote(page, b);   /* its link stays open until its owner collects it */
+    free_remote(page, b);   /* its link stays open until its owner collects it */
   }
 }
 
@@ -177,8 +183,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   } else if (local) {
     free_local(heap, page, b);
   } else {
-    mark_free(b, page);
-    hak_page_free_remote(page, b);
+    free_remote(page, b);
   }
 }
 

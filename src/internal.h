@@ -301,6 +301,14 @@ static inline bool hak_segment_is_mapped(const void *p) {
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
 
+/* The check of a one-slice page of `capacity` carved blocks of
+ * `block_size` (see hak_slice_t; the page pointer is left out). */
+static inline hak_slice_t hak_slice_check_for(size_t block_size, size_t capacity) {
+  uint64_t recip = ((uint64_t)1 << 32) / block_size + 1;
+  uint64_t e = recip * block_size - ((uint64_t)1 << 32);
+  return (hak_slice_t){ NULL, (uint32_t)recip, (uint32_t)(capacity * e) };
+}
+
 /* True if p starts a block carved in the one-slice page at its slice. */
 static inline bool hak_block_check(const hak_slice_t *check, const void *p) {
   uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * check->recip;

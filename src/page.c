@@ -40,11 +40,9 @@ static hak_slice_t *page_check(hak_page_t *page) {
  * the generic path, which checks with a division. */
 static void page_update_check(hak_page_t *page) {
   if (page->slice_count != 1) return;
-  hak_slice_t *check = page_check(page);
-  uint64_t recip = ((uint64_t)1 << 32) / page->block_size + 1;
-  uint64_t e = recip * page->block_size - ((uint64_t)1 << 32);
-  check->recip = (uint32_t)recip;
-  check->bound = (uint32_t)(page->capacity * e);
+  hak_slice_t *check = page_check(page), want = hak_slice_check_for(page->block_size, page->capacity);
+  check->recip = want.recip;
+  check->bound = want.bound;
 }
 
 static void page_clear_check(hak_page_t *page) {
@@ -180,8 +178,8 @@ bool hak_page_is_valid(const hak_page_t *page) {
   const hak_segment_t *seg = hak_segment_of(page);
   const hak_slice_t *check = &seg->slices[page - seg->pages];
   if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
-  uint64_t recip = ((uint64_t)1 << 32) / page->block_size + 1;
-  return check->recip == recip && check->bound == page->capacity * (recip * page->block_size - ((uint64_t)1 << 32));
+  hak_slice_t want = hak_slice_check_for(page->block_size, page->capacity);
+  return check->recip == want.recip && check->bound == want.bound;
 }
 
 /* ------------------------------------------------------------ back to the arena */

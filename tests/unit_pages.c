@@ -139,12 +139,10 @@ static void double_free_is_detected(void) {
 static void block_check_is_exact(void) {
   for (size_t bin = 1; hak_bin_size(bin) <= HAK_SMALL_MAX; bin++) {
     size_t bs = hak_bin_size(bin), reserved = HAK_SLICE_SIZE / bs;
-    uint32_t recip = (uint32_t)(((uint64_t)1 << 32) / bs + 1);
-    uint64_t e = (uint64_t)recip * bs - ((uint64_t)1 << 32);
     size_t capacities[] = { 0, 1, 2, reserved / 2, reserved - 1, reserved };
     for (size_t c = 0; c < sizeof capacities / sizeof capacities[0]; c++) {
       size_t capacity = capacities[c];
-      hak_slice_t check = { NULL, recip, (uint32_t)(capacity * e) };
+      hak_slice_t check = hak_slice_check_for(bs, capacity);
       for (uintptr_t offset = 0; offset < HAK_SLICE_SIZE; offset++) {
         bool start = offset % bs == 0 && offset / bs < capacity;
         CHECKF(hak_block_check(&check, (void *)(((uintptr_t)1 << 30) + offset)) == start,
