@@ -477,15 +477,16 @@ static inline int hak_wait_child(pid_t pid, int seconds)
     return hak_wait_child_progress(pid, seconds, NULL);
 }
 
-/* What a child that was expected to stop itself printed, and how it ended. */
+/* What a forked child printed on stderr, and how it ended. */
 typedef struct {
-    char text[8192];   /* its stderr */
+    char text[1 << 14];   /* its stderr */
     int status;
 } hak_child_report;
 
-/* Runs fn in a forked child with stderr captured (and echoed, indented),
- * for misuse that aborts on purpose (no core file). A child whose fn
- * returns says so on stderr and exits 0. */
+/* Runs fn in a forked child with stderr captured (and echoed, indented):
+ * for misuse that aborts on purpose (no core file), or a run of the program
+ * under other conditions (fn execs). A child whose fn returns says so on
+ * stderr and exits 0. */
 static inline hak_child_report hak_run_in_child(void (*fn)(void))
 {
     hak_child_report r = {{0}, 0};
@@ -500,7 +501,7 @@ static inline hak_child_report hak_run_in_child(void (*fn)(void))
         close(fds[0]);
         CHECK(dup2(fds[1], STDERR_FILENO) == STDERR_FILENO);
         fn();
-        fprintf(stderr, "the misuse returned normally\n");
+        fprintf(stderr, "the child's function returned normally\n");
         _exit(0);
     }
     close(fds[1]);
@@ -508,7 +509,7 @@ static inline hak_child_report hak_run_in_child(void (*fn)(void))
     ssize_t got;
     while ((got = read(fds[0], r.text + used, sizeof r.text - 1 - used)) > 0) used += (size_t)got;
     close(fds[0]);
-    r.status = hak_wait_child(pid, 30);
+    r.status = hak_wait_child(pid, 60);
     for (const char *line = r.text; *line;) {
         int len = (int)strcspn(line, "\n");
         printf("     child stderr: %.*s\n", len, line);

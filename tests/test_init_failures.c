@@ -57,31 +57,19 @@ static size_t count(const char *text, const char *needle)
     return n;
 }
 
+/* The child: this program again, in its degraded mode. */
+static void exec_degraded(void)
+{
+    execl("/proc/self/exe", "test_init_failures", "degraded", (char *)NULL);
+    _exit(127);
+}
+
 static void failures_are_reported_once(void)
 {
-    int fds[2];
-    CHECK(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], STDERR_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl("/proc/self/exe", "test_init_failures", "degraded", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    static char out[1 << 14];
-    size_t len = 0;
-    ssize_t n;
-    while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
-    out[len] = 0;
-    close(fds[0]);
-    int status = hak_wait_child(pid, 60);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "degraded run: status 0x%x, stderr:\n%s", status, out);
-    CHECKF(count(out, "pthread_key_create failed") == 1, "stderr:\n%s", out);
-    CHECKF(count(out, "pthread_atfork failed") == 1, "stderr:\n%s", out);
+    hak_child_report r = hak_run_in_child(exec_degraded);
+    CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "degraded run: status 0x%x, stderr:\n%s", r.status, r.text);
+    CHECKF(count(r.text, "pthread_key_create failed") == 1, "stderr:\n%s", r.text);
+    CHECKF(count(r.text, "pthread_atfork failed") == 1, "stderr:\n%s", r.text);
 }
 
 int main(int argc, char **argv)
