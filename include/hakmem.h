@@ -36,7 +36,8 @@ HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 /* The usable size malloc(size) gives, without allocating (jemalloc's
  * nallocx): malloc_usable_size(malloc(size)), for any size (a huge block
  * reused from the cache of freed ones may hold up to an eighth more).
- * 0 if malloc(size) must fail. */
+ * 0 if malloc(size) must fail. libhakmem-secure gives exactly `size` (so
+ * also 0 for malloc(0), whose block has no usable byte there). */
 HAKMEM_API size_t hak_good_size(size_t size);
 
 /* C23 free_sized / free_aligned_sized (also exported under those names when

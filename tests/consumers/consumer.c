@@ -1,6 +1,6 @@
 /* What a program using an installed hakmem sees, built as an outside
  * project builds it (pkg-config, find_package, add_subdirectory): only
- * <hakmem.h> and the library, linked with -lhakmem.
+ * <hakmem.h> and the library, linked with -lhakmem (or -lhakmem-secure).
  *
  * Checks that the header and the library agree on the version, that malloc
  * and friends are hakmem's (hak_good_size predicts what malloc gives, and
@@ -39,8 +39,10 @@ static size_t check_size(size_t n) {
   size_t usable = malloc_usable_size(p);
   CHECK(usable == hak_good_size(n), "malloc(%zu): usable %zu, hak_good_size %zu", n, usable, hak_good_size(n));
   CHECK(usable >= n, "malloc(%zu): usable %zu", n, usable);
-  p[0] = 1;
-  p[usable - 1] = 2;
+  if (usable > 0) {   /* the secure variant's malloc(0) has no usable byte */
+    p[0] = 1;
+    p[usable - 1] = 2;
+  }
   if (n % 2) free(p); else hak_free(p);
   return usable;
 }

@@ -30,7 +30,12 @@ set(expected
   ${LIBDIR}/libhakmem.so.${major}
   ${LIBDIR}/libhakmem.so
   ${LIBDIR}/libhakmem.a
+  ${LIBDIR}/libhakmem-secure.so.${VERSION}
+  ${LIBDIR}/libhakmem-secure.so.${major}
+  ${LIBDIR}/libhakmem-secure.so
+  ${LIBDIR}/libhakmem-secure.a
   ${LIBDIR}/pkgconfig/hakmem.pc
+  ${LIBDIR}/pkgconfig/hakmem-secure.pc
   ${LIBDIR}/cmake/hakmem/hakmem-config.cmake
   ${LIBDIR}/cmake/hakmem/hakmem-config-version.cmake
   ${LIBDIR}/cmake/hakmem/hakmem-targets.cmake)
@@ -49,16 +54,18 @@ endforeach()
 list(LENGTH all count)
 message(STATUS "${count} files installed under ${root}")
 
-# libhakmem.so -> libhakmem.so.MAJOR -> libhakmem.so.MAJOR.MINOR.PATCH, soname libhakmem.so.MAJOR
-file(READ_SYMLINK ${root}/${LIBDIR}/libhakmem.so dev_link)
-file(READ_SYMLINK ${root}/${LIBDIR}/libhakmem.so.${major} soname_link)
-if(NOT dev_link STREQUAL "libhakmem.so.${major}" OR NOT soname_link STREQUAL "libhakmem.so.${VERSION}")
-  message(FATAL_ERROR "FAIL: symlinks libhakmem.so -> ${dev_link}, libhakmem.so.${major} -> ${soname_link}")
-endif()
-execute_process(COMMAND readelf -d ${root}/${LIBDIR}/libhakmem.so.${VERSION} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0 OR NOT dynamic MATCHES "SONAME[^\n]*\\[libhakmem\\.so\\.${major}\\]")
-  message(FATAL_ERROR "FAIL: soname of libhakmem.so.${VERSION} is not libhakmem.so.${major}:\n${dynamic}")
-endif()
+# lib.so -> lib.so.MAJOR -> lib.so.MAJOR.MINOR.PATCH, soname lib.so.MAJOR, for both variants
+foreach(lib IN ITEMS libhakmem libhakmem-secure)
+  file(READ_SYMLINK ${root}/${LIBDIR}/${lib}.so dev_link)
+  file(READ_SYMLINK ${root}/${LIBDIR}/${lib}.so.${major} soname_link)
+  if(NOT dev_link STREQUAL "${lib}.so.${major}" OR NOT soname_link STREQUAL "${lib}.so.${VERSION}")
+    message(FATAL_ERROR "FAIL: symlinks ${lib}.so -> ${dev_link}, ${lib}.so.${major} -> ${soname_link}")
+  endif()
+  execute_process(COMMAND readelf -d ${root}/${LIBDIR}/${lib}.so.${VERSION} OUTPUT_VARIABLE dynamic RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT dynamic MATCHES "SONAME[^\n]*\\[${lib}\\.so\\.${major}\\]")
+    message(FATAL_ERROR "FAIL: soname of ${lib}.so.${VERSION} is not ${lib}.so.${major}:\n${dynamic}")
+  endif()
+endforeach()
 file(READ ${root}/include/hakmem.h header)
 file(READ ${SOURCE_DIR}/include/hakmem.h source_header)
 if(NOT header STREQUAL source_header)

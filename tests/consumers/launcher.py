@@ -3,8 +3,8 @@
 
 Both launchers find their library (the installed one under its prefix, the
 build tree's beside itself); the options become HAKMEM_* variables and the
-library is put ahead of an existing LD_PRELOAD; bad options fail with a
-message; and a Python program run with --stats=json works and leaves one
+library is put ahead of an existing LD_PRELOAD; --secure preloads the
+hardened variant; bad options fail with a message; and a Python program run with --stats=json works and leaves one
 JSON report on stderr whose counts show the program's allocations."""
 import json
 import os
@@ -29,8 +29,8 @@ def run(*args, env=None, expect=0):
     return proc
 
 
-def library_of(launcher):
-    out = run(launcher, "--version").stdout.splitlines()
+def library_of(launcher, *options):
+    out = run(launcher, *options, "--version").stdout.splitlines()
     check(out[0] == f"hakmem {VERSION}", f"{launcher} --version: {out}")
     check(out[1].startswith("library: "), f"{launcher} --version: {out}")
     library = out[1][len("library: "):]
@@ -45,7 +45,11 @@ check(os.path.realpath(installed_lib).startswith(prefix + os.sep),
 build_lib = library_of(BUILD)
 check(os.path.dirname(build_lib) == os.path.dirname(os.path.realpath(BUILD)),
       f"build-tree launcher uses {build_lib}, not the library beside it")
-print(f"ok   --version; libraries: {installed_lib}, {build_lib}")
+secure_lib = library_of(INSTALLED, "--secure")
+check(os.path.basename(secure_lib) == "libhakmem-secure.so." + VERSION.split(".")[0]
+      and os.path.dirname(secure_lib) == os.path.dirname(installed_lib),
+      f"--secure uses {secure_lib}, not libhakmem-secure beside {installed_lib}")
+print(f"ok   --version; libraries: {installed_lib}, {build_lib}, {secure_lib}")
 
 check("usage: hakmem" in run(INSTALLED, "--help").stdout, "--help prints no usage")
 for args, message in [(["--bogus", "true"], "unknown option '--bogus'"),
@@ -73,6 +77,21 @@ check(seen == expected, f"environment under the launcher: {seen}, expected {expe
 check("hakmem: ready" in proc.stderr, f"HAKMEM_VERBOSE had no effect: stderr {proc.stderr!r}")
 check("hakmem statistics" in proc.stderr, f"HAKMEM_STATS had no effect: stderr {proc.stderr!r}")
 print("ok   options become HAKMEM_* variables, LD_PRELOAD kept after hakmem")
+
+# --secure preloads the hardened variant, which stops a one-byte overflow
+# that the default build's size-class slack lets pass.
+overflow = ("import ctypes\n"
+            "libc = ctypes.CDLL(None)\n"
+            "libc.malloc.restype = ctypes.c_void_p\n"
+            "p = libc.malloc(24)\n"
+            "ctypes.memset(p + 24, 0x41, 1)\n"
+            "libc.free(ctypes.c_void_p(p))\n"
+            "print('survived')\n")
+check(run(INSTALLED, "--", PYTHON, "-c", overflow).stdout == "survived\n", "the default build stopped the overflow")
+proc = run(INSTALLED, "--secure", "--", PYTHON, "-c", overflow, expect=-6)
+check("heap overflow" in proc.stderr and "survived" not in proc.stdout,
+      f"--secure did not stop a one-byte overflow: {proc.stdout!r} {proc.stderr!r}")
+print("ok   --secure preloads libhakmem-secure, which stops a one-byte overflow")
 
 # A real program under hakmem with --stats=json: its output intact, and one
 # JSON report on stderr counting its 20000 blocks of 1000 bytes (past
