@@ -60,11 +60,14 @@ static void free_interior_aligned(void)
  * carves in random order, any of the first extension's 5), the rest of the
  * extension is carved (on the free list), the blocks past it never carved.
  * Returns the page's start and the handed-out block. */
+#define FRESH_CLASS 3072   /* a size class, so hak_good_size gives it in both variants */
+
 static char *fresh_page(size_t *block_size, char **handed_out)
 {
-    char *p = malloc(3000);
+    char *p = malloc(FRESH_CLASS - 64);   /* in that class, with the secure variant's canary too */
     CHECK(p != NULL);
-    *block_size = hak_good_size(3000);
+    *block_size = hak_good_size(FRESH_CLASS);
+    CHECK(*block_size == FRESH_CLASS);
     *handed_out = p;
     return (char *)((uintptr_t)p & ~(uintptr_t)(64 * KiB - 1));
 }
