@@ -34,6 +34,10 @@ static void allocate_working_set(hak_rng *rng)
 static void check_returned(size_t rss, size_t baseline, const char *what, double ms)
 {
     printf("     %s: rss %zu MiB (baseline %zu MiB) after %.0f ms\n", what, rss / MiB, baseline / MiB, ms);
+    if (rss >= baseline + SLACK) {   /* where the memory sits, for the failure's report */
+        fflush(stdout);
+        hak_stats_print();
+    }
     CHECKF(rss < baseline + SLACK, "%s: rss %zu MiB, baseline %zu MiB", what, rss / MiB, baseline / MiB);
 }
 
