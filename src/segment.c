@@ -200,6 +200,9 @@ void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a) {
 static hak_segment_t *segment_new(hak_arena_t *a) {
   hak_segment_t *seg = hak_os_alloc_aligned(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE);
   if (seg == NULL) return NULL;
+  /* Its pages and large blocks are purged in slices of 64 KiB: no huge
+   * pages (huge blocks, in segments of their own, keep them). */
+  hak_os_no_huge_pages(seg, HAK_SEGMENT_SIZE);
   hak_segment_init_header(seg, HAK_SEGMENT_SIZE, a);
 #if HAKMEM_SECURE
   hak_secure_segment_init(seg);   /* guard page between metadata and data */

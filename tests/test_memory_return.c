@@ -116,12 +116,49 @@ static void malloc_trim_returns_at_once(void)
     check_returned(hak_rss_bytes(), baseline, "right after malloc_trim(0)", 0);
 }
 
+/* The flags of the mapping that holds p, from /proc/self/smaps. */
+static void mapping_flags(const void *p, char *flags, size_t size)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    bool inside = false;
+    flags[0] = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long from, to;
+        if (sscanf(line, "%lx-%lx ", &from, &to) == 2)   /* a mapping's first line */
+            inside = (uintptr_t)p >= from && (uintptr_t)p < to;
+        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(flags, size, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* The arena's memory opts out of transparent huge pages (src/os.c,
+ * hak_os_no_huge_pages): under THP "always" the kernel would otherwise
+ * decide what stays resident. The mapping's flags say so ("nh"), whatever
+ * this machine's THP setting. */
+static void arena_memory_has_no_huge_pages(void)
+{
+    char *small = malloc(100), *large = malloc(4 * MiB), flags[512];
+    CHECK(small != NULL && large != NULL);
+    mapping_flags(small, flags, sizeof flags);
+    CHECKF(strstr(flags, " nh") != NULL, "a small block's mapping has flags%s", flags);
+    mapping_flags(large, flags, sizeof flags);
+    CHECKF(strstr(flags, " nh") != NULL, "a large block's mapping has flags%s", flags);
+    free(small);
+    free(large);
+}
+
 int main(void)
 {
     hak_test_begin("test_memory_return");
     blocks = mmap(NULL, WORKING_SET / 16 * sizeof(void *), PROT_READ | PROT_WRITE,
                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(blocks != MAP_FAILED);
+    RUN_CASE(arena_memory_has_no_huge_pages);
     RUN_CASE(freed_by_owner);
     RUN_CASE(freed_after_threads_exit);
     RUN_CASE(huge_blocks_are_returned);
