@@ -153,10 +153,34 @@ static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_bl
   }
 }
 
-/* Every free the fast path does not take: blocks of other threads' pages
- * or of nobody's, of pages with aligned blocks or of several slices, large
- * and huge blocks, counted frees, and every misuse (found here exactly). */
+/* A free into a page this heap gave up full, which nobody took since: take
+ * it back, so that its further frees are local again. */
+static bool take_back(hak_heap_t *heap, hak_page_t *page) {
+  if (heap == &hak_heap_empty || !hak_page_try_readopt(heap, page)) return false;
+  hak_heap_queue_push_back(heap, page);
+  return true;
+}
+
+/* Every free the fast path does not take: blocks of this thread's pages of
+ * several slices or given up full (checked first, exactly, by division),
+ * then blocks of other threads' pages or of nobody's, of pages with aligned
+ * blocks, large and huge blocks, counted frees, and every misuse (found
+ * here exactly). */
 void hak_free_generic(void *p, hak_heap_t *heap) {
+  if (hak_likely(hak_segment_is_mapped(p))) {
+    /* Most frees here: pages of several slices (classes above
+     * HAK_SMALL_MAX), which the fast path's check leaves out, and full
+     * pages this heap gave up. A page this heap owns, or owned last, is a
+     * live page of blocks, so hak_page_block_of alone is exact for it. */
+    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    uintptr_t owner = hak_page_owner(page);
+    if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap && (void *)hak_page_block_of(page, p) == p) {
+      if (owner == (uintptr_t)heap || take_back(heap, page)) {
+        free_local(heap, page, (hak_block_t *)p);
+        return;
+      }
+    }
+  }
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_FREE, p, &ref);
   hak_page_t *page = ref.page;
@@ -173,11 +197,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 
   uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
   bool local = owner_heap == mine;
-  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
-      hak_page_try_readopt(heap, page)) {   /* our own full page: take it back */
-    hak_heap_queue_push_back(heap, page);
-    local = true;
-  }
+  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED)) local = take_back(heap, page);
   if (hak_unlikely(hak_owner_counted)) {
     free_counted(heap, page, b, local);
   } else if (local) {
