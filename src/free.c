@@ -161,26 +161,11 @@ static bool take_back(hak_heap_t *heap, hak_page_t *page) {
   return true;
 }
 
-/* Every free the fast path does not take: blocks of this thread's pages of
- * several slices or given up full (checked first, exactly, by division),
- * then blocks of other threads' pages or of nobody's, of pages with aligned
- * blocks, large and huge blocks, counted frees, and every misuse (found
- * here exactly). */
-void hak_free_generic(void *p, hak_heap_t *heap) {
-  if (hak_likely(hak_segment_is_mapped(p))) {
-    /* Most frees here: pages of several slices (classes above
-     * HAK_SMALL_MAX), which the fast path's check leaves out, and full
-     * pages this heap gave up. A page this heap owns, or owned last, is a
-     * live page of blocks, so hak_page_block_of alone is exact for it. */
-    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
-    uintptr_t owner = hak_page_owner(page);
-    if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap && (void *)hak_page_block_of(page, p) == p) {
-      if (owner == (uintptr_t)heap || take_back(heap, page)) {
-        free_local(heap, page, (hak_block_t *)p);
-        return;
-      }
-    }
-  }
+/* The frees hak_free_generic does not take first: blocks of other
+ * threads' pages or of nobody's, of pages with aligned blocks, large and
+ * huge blocks, counted frees, and every misuse (found here exactly). Out of
+ * line, so that its search stays inlined in it. */
+static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_FREE, p, &ref);
   hak_page_t *page = ref.page;
@@ -205,6 +190,33 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   } else {
     free_remote(page, b);
   }
+}
+
+/* A free into a page this heap owns, or owned last and gave up full: a
+ * live page of blocks, so hak_page_block_of alone checks p exactly. */
+static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
+  if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
+    free_local(heap, page, (hak_block_t *)p);
+    return;
+  }
+  free_searched(p, heap);
+}
+
+/* Every free the fast path does not take. Most are of this thread's
+ * pages of several slices (classes above HAK_SMALL_MAX), which the fast
+ * path's check leaves out, or of its full pages it gave up: free_own;
+ * the rest, free_searched. (Both tail calls: a free of another thread's
+ * block pays a few instructions for the test.) */
+void hak_free_generic(void *p, hak_heap_t *heap) {
+  if (hak_likely(hak_segment_is_mapped(p))) {
+    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    uintptr_t owner = hak_page_owner(page);
+    if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
+      free_own(p, heap, page, owner);
+      return;
+    }
+  }
+  free_searched(p, heap);
 }
 
 /* The fast path: a block this thread's page handed out, checked exactly
