@@ -153,10 +153,19 @@ static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_bl
   }
 }
 
-/* Every free the fast path does not take: blocks of other threads' pages
- * or of nobody's, of pages with aligned blocks or of several slices, large
- * and huge blocks, counted frees, and every misuse (found here exactly). */
-void hak_free_generic(void *p, hak_heap_t *heap) {
+/* A free into a page this heap gave up full, which nobody took since: take
+ * it back, so that its further frees are local again. */
+static bool take_back(hak_heap_t *heap, hak_page_t *page) {
+  if (heap == &hak_heap_empty || !hak_page_try_readopt(heap, page)) return false;
+  hak_heap_queue_push_back(heap, page);
+  return true;
+}
+
+/* The frees hak_free_generic does not take first: blocks of other
+ * threads' pages or of nobody's, of pages with aligned blocks, large and
+ * huge blocks, counted frees, and every misuse (found here exactly). Out of
+ * line, so that its search stays inlined in it. */
+static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_FREE, p, &ref);
   hak_page_t *page = ref.page;
@@ -173,11 +182,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 
   uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
   bool local = owner_heap == mine;
-  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED) && heap != &hak_heap_empty &&
-      hak_page_try_readopt(heap, page)) {   /* our own full page: take it back */
-    hak_heap_queue_push_back(heap, page);
-    local = true;
-  }
+  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED)) local = take_back(heap, page);
   if (hak_unlikely(hak_owner_counted)) {
     free_counted(heap, page, b, local);
   } else if (local) {
@@ -185,6 +190,33 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
   } else {
     free_remote(page, b);
   }
+}
+
+/* A free into a page this heap owns, or owned last and gave up full: a
+ * live page of blocks, so hak_page_block_of alone checks p exactly. */
+static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
+  if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
+    free_local(heap, page, (hak_block_t *)p);
+    return;
+  }
+  free_searched(p, heap);
+}
+
+/* Every free the fast path does not take. Most are of this thread's
+ * pages of several slices (classes above HAK_SMALL_MAX), which the fast
+ * path's check leaves out, or of its full pages it gave up: free_own;
+ * the rest, free_searched. (Both tail calls: a free of another thread's
+ * block pays a few instructions for the test.) */
+void hak_free_generic(void *p, hak_heap_t *heap) {
+  if (hak_likely(hak_segment_is_mapped(p))) {
+    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+    uintptr_t owner = hak_page_owner(page);
+    if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
+      free_own(p, heap, page, owner);
+      return;
+    }
+  }
+  free_searched(p, heap);
 }
 
 /* The fast path: a block this thread's page handed out, checked exactly
