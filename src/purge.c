@@ -7,10 +7,10 @@
  *   back slices it purged less than HAK_PURGE_CALM ago, the purge came too
  *   early and the delay doubles, up to HAK_PURGE_DELAY_MAX; once a span
  *   was purged at a raised delay and HAK_PURGE_CALM passed after that
- *   without such a refault, it halves, down to the option's. Any span kind counts (medium
- *   pages of a few MiB refault as dearly as large blocks). So memory that
- *   is reused soon stays, and memory left unused goes within
- *   HAK_PURGE_DELAY_MAX however the program behaved before;
+ *   without such a refault, it halves, down to the option's. Spans of
+ *   every kind count (medium pages of a few MiB refault as dearly as large
+ *   blocks). So memory that is reused soon stays, and memory left unused
+ *   goes within HAK_PURGE_DELAY_MAX however the program behaved before;
  * - the huge-block cache is purged once unused for HAKMEM_PURGE_DELAY
  *   (huge.c);
  * - published pages are swept (the empty ones freed, see hak_reclaim_sweep)
