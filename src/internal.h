@@ -381,8 +381,7 @@ static inline void hak_page_used_set(hak_page_t *page, uint16_t used) {
 typedef struct hak_purge_clock_s {
   uint64_t delay;                        /* current delay: the option's, up to HAK_PURGE_DELAY_MAX */
   uint64_t purged_at;                    /* last purge of a span */
-  uint64_t adjusted_at;                  /* last change of delay (a refault doubled it, or calm halved it) */
-  uint64_t calm_from;                    /* first purge since that change, or 0 */
+  uint64_t refault_at;                   /* last time purged slices were taken back soon after */
 } hak_purge_clock_t;
 
 /* An arena hands out spans of slices from its segments under its lock. Arenas
@@ -653,7 +652,6 @@ static inline void hak_note_held_frees(void) {
 HAK_INTERNAL void hak_purge_clock_init(hak_purge_clock_t *c);
 HAK_INTERNAL uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now);
 HAK_INTERNAL void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now);
-HAK_INTERNAL void hak_purge_clock_purged(hak_purge_clock_t *c, uint64_t now);
 HAK_INTERNAL void hak_purger_fork_child(void);
 
 /* alloc.c / free.c */

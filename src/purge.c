@@ -5,12 +5,10 @@
  *   delay. The delay adapts to reuse (as jemalloc's and tcmalloc's decay
  *   do, more simply): it starts at HAKMEM_PURGE_DELAY; when the arena takes
  *   back slices it purged less than HAK_PURGE_CALM ago, the purge came too
- *   early and the delay doubles, up to HAK_PURGE_DELAY_MAX; once a span
- *   was purged at a raised delay and HAK_PURGE_CALM passed after that
- *   without such a refault, it halves, down to the option's. Spans of
- *   every kind count (medium pages of a few MiB refault as dearly as large
- *   blocks). So memory that is reused soon stays, and memory left unused
- *   goes within HAK_PURGE_DELAY_MAX however the program behaved before;
+ *   early and the delay doubles, up to HAK_PURGE_DELAY_MAX; after
+ *   HAK_PURGE_CALM without such a refault it falls back to the option's.
+ *   So memory that is reused soon stays, and memory left unused goes within
+ *   HAK_PURGE_DELAY_MAX however the program behaved before;
  * - the huge-block cache is purged once unused for HAKMEM_PURGE_DELAY
  *   (huge.c);
  * - published pages are swept (the empty ones freed, see hak_reclaim_sweep)
@@ -68,24 +66,10 @@ void hak_purge_clock_init(hak_purge_clock_t *c) {
   *c = (hak_purge_clock_t){ .delay = option_delay() };
 }
 
-/* When a span freed now is purged. Caller holds the arena lock. The delay
- * comes back down (halving) only a calm while after a purge at it that no
- * refault followed: a program that reuses everything it frees within the
- * delay purges nothing, and has no reason to purge sooner. */
+/* When a span freed now is purged. Caller holds the arena lock. */
 uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now) {
-  uint64_t base = option_delay();
-  if (c->delay > base && c->calm_from != 0 && now >= c->calm_from + HAK_PURGE_CALM) {
-    c->delay = c->delay / 2 > base ? c->delay / 2 : base;
-    c->adjusted_at = now;
-    c->calm_from = 0;
-  }
+  if (c->delay > option_delay() && now >= c->refault_at + HAK_PURGE_CALM) c->delay = option_delay();
   return now + c->delay;
-}
-
-/* The arena purged a span. Caller holds the lock. */
-void hak_purge_clock_purged(hak_purge_clock_t *c, uint64_t now) {
-  c->purged_at = now;
-  if (c->calm_from == 0) c->calm_from = now;
 }
 
 /* The arena takes back slices it purged: if that was recent, the delay was
@@ -94,12 +78,11 @@ void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now) {
   uint64_t base = option_delay();
   /* Once per purge (the first refault after it), so the delay grows with
    * the number of purges that came too early, not with their size. */
-  if (base == 0 || now >= c->purged_at + HAK_PURGE_CALM || c->adjusted_at >= c->purged_at) return;
+  if (base == 0 || now >= c->purged_at + HAK_PURGE_CALM || c->refault_at >= c->purged_at) return;
   uint64_t delay = c->delay * 2;
   if (delay > HAK_PURGE_DELAY_MAX) delay = HAK_PURGE_DELAY_MAX;
   c->delay = delay > base ? delay : base;
-  c->adjusted_at = now;
-  c->calm_from = 0;
+  c->refault_at = now;
 }
 
 /* ------------------------------------------------------------ due work */

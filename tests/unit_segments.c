@@ -103,42 +103,6 @@ static void os_aligned_mappings_are_aligned(void) {
   }
 }
 
-/* The arena's purge delay (purge.c), driven with explicit times: a purge
- * followed soon by a refault doubles it (once per purge, capped); it halves
- * only after purges at the raised delay met no refault for a calm second,
- * and never while nothing is purged (everything freed was reused). */
-static void purge_delay_adapts_to_refaults(void) {
-  long option = hak_option(HAK_OPT_PURGE_DELAY);
-  if (option <= 0) return;   /* purges at once or never: nothing adapts */
-  uint64_t base = (uint64_t)option, t = 10000;
-  hak_purge_clock_t c;
-  hak_purge_clock_init(&c);
-  CHECK(hak_purge_deadline(&c, t) == t + base);
-  hak_purge_clock_purged(&c, t);
-  hak_purge_clock_refault(&c, t + 1);
-  hak_purge_clock_refault(&c, t + 2);   /* the same purge: no second doubling */
-  CHECKF(c.delay == 2 * base, "delay %lu after one early purge", (unsigned long)c.delay);
-  for (int i = 0; i < 20; i++) {
-    hak_purge_clock_purged(&c, t += 10);
-    hak_purge_clock_refault(&c, t + 1);
-  }
-  CHECKF(c.delay == HAK_PURGE_DELAY_MAX, "delay %lu, capped at %d", (unsigned long)c.delay, HAK_PURGE_DELAY_MAX);
-  t += 10 * HAK_PURGE_DELAY_MAX;   /* long calm, but nothing purged: the delay stays */
-  CHECK(hak_purge_deadline(&c, t) == t + HAK_PURGE_DELAY_MAX);
-  hak_purge_clock_purged(&c, t);   /* a purge nobody refaults: after a calm second, half */
-  hak_purge_clock_purged(&c, t + 400);
-  CHECK(hak_purge_deadline(&c, t + 500) == t + 500 + HAK_PURGE_DELAY_MAX);
-  CHECK(hak_purge_deadline(&c, t + 1000) == t + 1000 + HAK_PURGE_DELAY_MAX / 2);
-  hak_purge_clock_purged(&c, t += 1100);   /* one refaulted soon: double again */
-  hak_purge_clock_refault(&c, t + 5);
-  CHECKF(c.delay == HAK_PURGE_DELAY_MAX, "delay %lu after an early purge", (unsigned long)c.delay);
-  for (int i = 0; i < 20; i++) {
-    hak_purge_clock_purged(&c, t += 1000);
-    hak_purge_deadline(&c, t + 1);
-  }
-  CHECKF(c.delay == base, "delay %lu back to the option's", (unsigned long)c.delay);
-}
-
 /* realloc of a large block that grows again moves it into a mapping of its
  * own (a huge block), which grows on without copying; contents kept. (Not
  * under a tool or while counting: realloc then copies through malloc.) */
@@ -171,7 +135,6 @@ int main(void) {
   RUN_CASE(large_blocks_are_spans);
   RUN_CASE(huge_blocks_honour_alignment);
   RUN_CASE(os_aligned_mappings_are_aligned);
-  RUN_CASE(purge_delay_adapts_to_refaults);
   RUN_CASE(growing_large_blocks_become_huge);
   return 0;
 }
