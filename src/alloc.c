@@ -229,10 +229,18 @@ void *hak_realloc(void *p, size_t size) {
   }
   /* Growing past the block: take a quarter more than asked (as tcmalloc
    * does), so a buffer grown by small appends is not copied at every size
-   * class on its way up. */
+   * class on its way up. A large block growing again gets a mapping of its
+   * own (a huge block, even below HAK_LARGE_MAX): a buffer that keeps
+   * growing grows on by mremap, in place or moving its pages, where a
+   * large one would be copied each time (glibc grows its mmapped chunks
+   * the same way). A block that grows once past the classes stays in the
+   * arena, which reuses resident memory. Not while counting or tracking,
+   * which only malloc's own path does. */
   void *q = NULL;
   if (size > usable && size - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX)
     q = hak_malloc(usable + usable / 4);
+  else if (size > usable && usable > HAK_MEDIUM_MAX && !hak_tracking && !hak_owner_counted)
+    q = hak_huge_alloc(size, 0, false);
   if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   if (hak_unlikely(hak_tracking)) hak_track_resize(p, usable, usable);   /* the copy reads past the request */

@@ -1,5 +1,6 @@
 /* Huge blocks: beyond what an arena segment holds (HAK_LARGE_MAX; large
- * blocks, up to there, are spans of their own: segment.c). A huge block
+ * blocks, up to there, are spans of their own: segment.c), and large blocks
+ * that realloc grows again (alloc.c), to grow on here. A huge block
  * gets a segment of its own, so that free() finds it by masking like any
  * other block.
  *

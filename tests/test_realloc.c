@@ -1,5 +1,6 @@
 /* realloc chains that check every byte: growth by one byte, doubling up to
- * 64 MiB, shrinking back down, moves forced by neighbouring allocations;
+ * 64 MiB, shrinking back down, moves forced by neighbouring allocations,
+ * vectors grown side by side into huge blocks;
  * realloc(NULL, n) and realloc(p, 0) as glibc defines them. */
 #include "hak_test.h"
 
@@ -73,6 +74,32 @@ static void boundary_sizes_with_neighbours(void)
     for (size_t i = 0; i < nblock; i++) hak_item_verify_free(blockers[i]);
 }
 
+/* Buffers grown side by side by a factor of 1.3, as vectors grow, from
+ * 256 KiB through medium, large and huge blocks (a large block that grows
+ * again gets a mapping of its own, resized or moved by mremap), each one in
+ * the way of the others growing in place; then shrunk by halves. Every
+ * byte is checked at every step. */
+static void vectors_grow_into_huge_blocks(void)
+{
+    enum { BUFFERS = 3 };
+    const size_t top = hak_scale(40 * MiB, 160 * MiB);
+    void *p[BUFFERS] = {0};
+    size_t n[BUFFERS] = {0};
+    for (size_t next = 256 * KiB; next <= top; next = next * 13 / 10)
+        for (int i = 0; i < BUFFERS; i++) {
+            p[i] = resize_checked(p[i], n[i], next + (size_t)i * 4097);
+            n[i] = next + (size_t)i * 4097;
+        }
+    for (int i = 0; i < BUFFERS; i++) {
+        for (size_t next = n[i] / 2; next >= 256 * KiB; next /= 2) {
+            p[i] = resize_checked(p[i], n[i], next);
+            n[i] = next;
+        }
+        CHECK_PATTERN(p[i], n[i], SEED);
+        free(p[i]);
+    }
+}
+
 /* A block from posix_memalign keeps its contents through realloc. */
 static void realloc_of_aligned_block(void)
 {
@@ -124,6 +151,7 @@ int main(void)
     RUN_CASE(grow_by_one_byte);
     RUN_CASE(double_up_then_shrink_down);
     RUN_CASE(boundary_sizes_with_neighbours);
+    RUN_CASE(vectors_grow_into_huge_blocks);
     RUN_CASE(realloc_of_aligned_block);
     RUN_CASE(realloc_null_is_malloc);
     RUN_CASE(realloc_to_zero_frees);

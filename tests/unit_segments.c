@@ -103,6 +103,28 @@ static void os_aligned_mappings_are_aligned(void) {
   }
 }
 
+/* realloc of a large block that grows again moves it into a mapping of its
+ * own (a huge block), which grows on without copying; contents kept. (Not
+ * under a tool or while counting: realloc then copies through malloc.) */
+static void growing_large_blocks_become_huge(void) {
+  bool plain = !hak_tracking && !hak_owner_counted;
+  size_t size = 2 * HAK_MEDIUM_MAX;
+  uint8_t *p = hak_malloc(size);
+  CHECK(p != NULL && hak_page_of(hak_segment_of(p), p)->span_kind == HAK_SPAN_LARGE);
+  for (size_t i = 0; i < size; i += 512) p[i] = (uint8_t)(i >> 9);
+  for (int step = 0; step < 4; step++) {
+    size_t next = size * 3 / 2;
+    p = hak_realloc(p, next);
+    CHECK(p != NULL);
+    CHECKF(!plain || hak_page_of(hak_segment_of(p), p)->span_kind == HAK_SPAN_HUGE, "step %d: kind %d", step,
+           hak_page_of(hak_segment_of(p), p)->span_kind);
+    for (size_t i = 0; i < size; i += 512) CHECKF(p[i] == (uint8_t)(i >> 9), "byte %zu lost", i);
+    for (size_t i = size; i < next; i += 512) p[i] = (uint8_t)(i >> 9);
+    size = next;
+  }
+  hak_free(p);
+}
+
 int main(void) {
   hak_test_begin("unit_segments");
   hak_process_init();
@@ -113,5 +135,6 @@ int main(void) {
   RUN_CASE(large_blocks_are_spans);
   RUN_CASE(huge_blocks_honour_alignment);
   RUN_CASE(os_aligned_mappings_are_aligned);
+  RUN_CASE(growing_large_blocks_become_huge);
   return 0;
 }
