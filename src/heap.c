@@ -128,15 +128,6 @@ void hak_heap_release(hak_heap_t *heap) {
   if (heap == &exit_heap) hak_unlock(&exit_heap_lock);
 }
 
-/* Return the spare pages of a heap to the arena. */
-static void heap_free_spares(hak_heap_t *heap) {
-  for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    hak_page_queue_t *q = &heap->queues[bin];
-    if (q->spare != NULL) hak_page_free_span(heap, q->spare);
-    q->spare = NULL;
-  }
-}
-
 /* Thread exit: abandon every page (empty ones go back to the arena, the
  * others to their reclaim queues), keep the counters, recycle the heap. */
 void hak_heap_thread_done(hak_heap_t *heap) {
@@ -145,7 +136,6 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   hak_quarantine_flush(heap);   /* before its pages are given up: the blocks are still live */
 #endif
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
-  heap_free_spares(heap);
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;
     while ((page = heap->queues[bin].first) != NULL) {
@@ -226,13 +216,6 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     return page;
   }
 
-  if ((page = q->spare) != NULL) {   /* empty, its carved blocks free */
-    q->spare = NULL;
-    hak_page_use_local_frees(page);
-    hak_heap_queue_push_front(heap, page);
-    return page;
-  }
-
   page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
   if (page == NULL) return NULL;
   hak_page_init(heap, page, bin);
@@ -244,7 +227,6 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
 
 /* Free every page of the heap that holds no live block (hak_collect). */
 void hak_heap_free_empty_pages(hak_heap_t *heap) {
-  heap_free_spares(heap);
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page = heap->queues[bin].first;
     while (page != NULL) {
@@ -259,19 +241,12 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
   }
 }
 
-/* All blocks of an owned page are free again, and it is not alone in its
- * queue (hak_page_keep_when_empty). A small one becomes the queue's spare
- * if it has none: a thread whose live blocks of a class fill about one page
- * would otherwise free a page and map one back every few hundred calls,
- * faulting its memory in again each time it was purged meanwhile (Larson,
- * 4 threads, 1.4-2 KiB classes: ~700 new pages a class, now 10-45). The
- * rest go back to the arena. */
+/* All blocks of an owned page are free again, and it is not one to keep
+ * (hak_page_keep_when_empty): return it to the arena. */
 void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page) {
   hak_assert(hak_page_used(page) == 0 && hak_page_is_valid(page));
-  hak_page_queue_t *q = &heap->queues[page->bin];
   hak_heap_queue_remove(heap, page);
-  if (page->slice_count == 1 && q->spare == NULL) q->spare = page;
-  else hak_page_free_span(heap, page);
+  hak_page_free_span(heap, page);
 }
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {

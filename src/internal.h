@@ -411,7 +411,6 @@ typedef struct hak_quarantine_s {
 
 typedef struct hak_page_queue_s {
   hak_page_t *first, *last;
-  hak_page_t *spare;   /* an empty small page kept out of the queue for the next refill, or NULL (heap.c) */
 } hak_page_queue_t;
 
 /* A statistics counter with one writer at a time (the thread that holds
@@ -434,9 +433,8 @@ typedef struct hak_bin_stats_s {
 } hak_bin_stats_t;
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
- * a forked child. Pages in its queues, and their spares, are owned by it
- * (page->owner names it); full pages are not in any queue: they were
- * abandoned. */
+ * a forked child. Pages in its queues are owned by it (page->owner names it);
+ * full pages are not in any queue: they were abandoned. */
 typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];

@@ -17,9 +17,8 @@
  * - blocks freed into pages their owners hold have their interiors purged
  *   (hak_page_purge_held) at most once per HAK_PURGE_CALM, when such a free
  *   happened since: a living owner that stopped allocating never collects
- *   them. (What it cannot reach: the small blocks themselves, and the empty
- *   pages an owner keeps, up to two per class (heap.c); taking those needs
- *   the owner.)
+ *   them. (What it cannot reach: the small blocks themselves, and the one
+ *   empty page per class an owner keeps; taking those needs the owner.)
  *
  * Who: a background purger thread (HAKMEM_BACKGROUND=1, the default), so
  * that memory goes back on time even if the program never calls the
