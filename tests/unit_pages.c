@@ -152,33 +152,31 @@ static void block_check_is_exact(void) {
   }
 }
 
-/* A page that empties while another of its class is in the queue becomes
- * the queue's spare (one per class), which the next refill takes before
- * mapping a new page; hak_collect gives it back. */
-enum { SPARE_SIZE = 1536 };   /* a class nothing else in this test uses */
-
-static void an_empty_page_beside_others_is_kept_as_spare(void) {
-  static void *a[64], *b[64];
-  hak_heap_t *heap = hak_heap_get();
-  size_t bin = hak_bin_of(SPARE_SIZE), na = 0, nb = 0;
-  a[na++] = hak_malloc(SPARE_SIZE);
-  hak_page_t *first = page_of(a[0]);
-  while (first->used < first->reserved) a[na++] = hak_malloc(SPARE_SIZE);
-  b[nb++] = hak_malloc(SPARE_SIZE);   /* the first page is full: a second one */
-  hak_page_t *second = page_of(b[0]);
-  CHECKF(second != first, "a full page makes room for a new one");
-  for (size_t i = 0; i < na; i++) hak_free(a[i]);   /* taken back, then empty beside the second */
-  CHECKF(heap->queues[bin].spare == first && owned_by(first, heap), "the emptied page is the spare");
-  CHECKF(heap->queues[bin].first == second && second->next == NULL, "the second page is alone in the queue");
-  while (second->used < second->reserved) b[nb++] = hak_malloc(SPARE_SIZE);
-  void *p = hak_malloc(SPARE_SIZE);   /* the second page is full: the spare serves */
-  CHECKF(page_of(p) == first && heap->queues[bin].spare == NULL, "the refill takes the spare");
-  CHECKF(hak_page_is_valid(first), "the spare page is valid in use");
-  hak_free(p);
-  for (size_t i = 0; i < nb; i++) hak_free(b[i]);
-  CHECKF(heap->queues[bin].spare != NULL, "one of the two emptied pages is the spare again");
-  hak_collect();
-  CHECKF(heap->queues[bin].spare == NULL, "hak_collect gives the spare back");
+/* A page its owner gave up full is taken back by the owner's next free
+ * into it (hak_free_generic's own-page branch): owned again, back in its
+ * queue, the block on its local free list. A larger class than SIZE, in
+ * pages of several slices, takes the same branch from its first free. */
+static void own_given_up_page_is_taken_back(void) {
+  enum { MULTI = 12 * 1024 };   /* above HAK_SMALL_MAX: a page of several slices */
+  void **more = blocks;
+  size_t sizes[] = { SIZE, MULTI };
+  for (size_t k = 0; k < 2; k++) {
+    hak_heap_t *heap = hak_heap_get();
+    size_t n = 0;
+    more[n++] = hak_malloc(sizes[k]);
+    hak_page_t *page = page_of(more[0]);
+    void *next;
+    while ((next = hak_malloc(sizes[k])) != NULL && page_of(next) == page) {
+      CHECKF(n < sizeof blocks / sizeof blocks[0], "a page of %zu-byte blocks fits the array", sizes[k]);
+      more[n++] = next;
+    }
+    CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was given up");
+    hak_free(more[0]);
+    CHECKF(owned_by(page, heap) && page->local_free == more[0], "the owner's free takes it back");
+    CHECKF(hak_page_is_valid(page), "valid once taken back");
+    for (size_t i = 1; i < n; i++) hak_free(more[i]);
+    hak_free(next);
+  }
 }
 
 /* The debug build's validators pass on pages and arenas in every state the
@@ -205,7 +203,7 @@ int main(void) {
   RUN_CASE(given_up_pages_are_pulled_by_allocating_threads);
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
-  RUN_CASE(an_empty_page_beside_others_is_kept_as_spare);
+  RUN_CASE(own_given_up_page_is_taken_back);
   RUN_CASE(validators_see_the_invariants);
   return 0;
 }
