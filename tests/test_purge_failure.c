@@ -42,32 +42,26 @@ static void let_purges_run(void)
     }
 }
 
-/* A huge block (its own segment, cached when freed) freed, the cache's
- * delay left to run out (it tries to purge), then calloc. */
-static void huge_after_decay(void)
+/* A block of `size` written, freed and left to its delay (no malloc_trim),
+ * then calloc of the same size. */
+static void calloc_after_delay(const char *what, size_t size)
 {
-    size_t size = 40 * MiB;
-    unsigned char *p = malloc(size);
-    CHECK(p != NULL);
-    memset(p, 0xAB, size);
-    free(p);
-    let_purges_run();
-    check_zero("huge block after the cache's delay", calloc(1, size), size);
-}
-
-/* Spans freed and left to their delay (no malloc_trim), then calloc. */
-static void large_after_delay(void)
-{
-    size_t size = 5 * MiB;
     unsigned char *p = malloc(size);
     CHECK(p != NULL);
     memset(p, 0xAB, size);
     free(p);
     let_purges_run();
     unsigned char *q = calloc(1, size);
-    check_zero("large block after the purge delay", q, size);
+    check_zero(what, q, size);
     free(q);
 }
+
+/* A huge block: its own segment, cached when freed; the cache's delay runs
+ * out (it tries to purge). */
+static void huge_after_decay(void) { calloc_after_delay("huge block after the cache's delay", 40 * MiB); }
+
+/* A large block: a span of an arena, freed and left to the purge delay. */
+static void large_after_delay(void) { calloc_after_delay("large block after the purge delay", 5 * MiB); }
 
 int main(void)
 {
