@@ -39,14 +39,15 @@ HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what)
 /* A free block carries its tag (see hak_block_t); carved blocks get it too,
  * so a block malloc never handed out counts as free. */
 static inline HAK_NO_ASAN bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
-  return b->free_tag == hak_free_tag(b, page);
+  return b->free_tag == hak_free_tag(page);
 }
 
 /* An aligned block handed out at q, inside its block b (q > b), keeps this
- * tag in the word before q (slack of the block, never the caller's). */
-static inline uintptr_t aligned_tag(const void *q, const hak_page_t *page) { return ~hak_free_tag(q, page); }
+ * tag in the word before q (slack of the block, never the caller's; cleared
+ * when the block is freed, so it never outlives that hand-out). */
+static inline uintptr_t aligned_tag(const hak_page_t *page) { return ~hak_free_tag(page); }
 
-void hak_block_mark_aligned(void *q, const hak_page_t *page) { ((uintptr_t *)q)[-1] = aligned_tag(q, page); }
+void hak_block_mark_aligned(void *q, const hak_page_t *page) { ((uintptr_t *)q)[-1] = aligned_tag(page); }
 
 /* Find the live block p was handed out as, or report: p must be exactly an
  * address malloc & co. returned (the start of a block, or the aligned
@@ -85,7 +86,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
   if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
   if ((const void *)b != p &&
-      (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(p, page)))
+      (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(page)))
     report(op, p, "not the start of a block (a pointer inside one)");
   ref->block = b;
   ref->usable = (size_t)((uint8_t *)b + page->block_size - (const uint8_t *)p);
@@ -96,7 +97,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
 /* Checked before the block is pushed anywhere, so a double free never
  * corrupts a free list. */
 static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
-  uintptr_t tag = hak_free_tag(b, page);
+  uintptr_t tag = hak_free_tag(page);
   if (hak_unlikely(b->free_tag == tag)) hak_report_freed(HAK_OP_FREE, b, "or never handed out");
   b->free_tag = tag;
 }
@@ -208,8 +209,9 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
  * the rest, free_searched. (Both tail calls: a free of another thread's
  * block pays a few instructions for the test.) */
 void hak_free_generic(void *p, hak_heap_t *heap) {
-  if (hak_likely(hak_segment_is_mapped(p))) {
-    hak_page_t *page = hak_page_of(hak_segment_of(p), p);
+  hak_segment_t *seg = hak_segment_lookup(p);
+  if (hak_likely(seg != NULL)) {
+    hak_page_t *page = hak_page_of(seg, p);
     uintptr_t owner = hak_page_owner(page);
     if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
       free_own(p, heap, page, owner);
@@ -222,11 +224,12 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 /* The fast path: a block this thread's page handed out, checked exactly
  * (hak_block_check) in one multiply and compare. */
 static inline void free_block(void *p, hak_heap_t *heap) {
-  if (hak_unlikely(!hak_segment_is_mapped(p))) {
+  hak_segment_t *seg = hak_segment_lookup(p);
+  if (hak_unlikely(seg == NULL)) {
     if (p != NULL) hak_free_generic(p, heap);
     return;
   }
-  const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
+  const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
   hak_page_t *page = slice->page;
   if (hak_likely(hak_page_owned_by(page, heap) && hak_block_check(slice, p))) {
     free_local(heap, page, (hak_block_t *)p);

@@ -55,12 +55,12 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)total);
-  hak_segment_map_set(seg, 1);
+  hak_segment_map_set(seg, true);
   return (uint8_t *)seg + offset;
 }
 
 /* A huge block of `size` mapped bytes is leaving: forget it in the
- * counters. (Its segment-map byte is the caller's: after a move by mremap
+ * counters. (Its segment-map entry is the caller's: after a move by mremap
  * the old address may already be another segment's.) */
 static void huge_unaccount(size_t size) {
   atomic_fetch_sub_explicit(&hak_stat_huge_bytes, (int64_t)size, memory_order_relaxed);
@@ -230,7 +230,7 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
 }
 
 void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
-  hak_segment_map_set(seg, 0);
+  hak_segment_map_set(seg, false);
   huge_unaccount(seg->size);
   page->span_kind = HAK_SPAN_FREE;
   cache_put(seg);
@@ -256,13 +256,13 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
   size_t old_size = seg->size;
   /* Out of the map before the old range is unmapped: once it is, another
    * thread's new segment may get this address and set the byte itself. */
-  hak_segment_map_set(seg, 0);
+  hak_segment_map_set(seg, false);
   if (mremap(seg, old_size, total, MREMAP_MAYMOVE | MREMAP_FIXED, target) != (void *)target) {
-    hak_segment_map_set(seg, 1);
+    hak_segment_map_set(seg, true);
     hak_os_free(target, total);
     return NULL;
   }
-  /* The old range is gone, and its map byte may already be another new
+  /* The old range is gone, and its map entry may already be another new
    * segment's: only the counters are ours to update. */
   huge_unaccount(old_size);
   return huge_setup(target, total, offset);

@@ -119,18 +119,17 @@ static inline size_t hak_direct_index(size_t size) {
 /* A free block. While a block is free (carved and not handed out, or freed)
  * its second word holds its free tag; allocation clears it. Finding the tag
  * already set on free means the block is free already: a double free. The
- * tag, the block's address plus its page descriptor's, is a value no
- * program data holds by chance (it is not even a canonical address), and
- * costs the free fast path one instruction. */
+ * tag is the address of the block's page descriptor, in a segment header
+ * no program is given a pointer into, so no program data holds it by
+ * chance; free's fast path has it in a register already, so the check
+ * costs a compare. */
 typedef struct hak_block_s {
   struct hak_block_s *next;
   uintptr_t free_tag;
 } hak_block_t;
 
 struct hak_page_s;
-static inline uintptr_t hak_free_tag(const void *b, const struct hak_page_s *page) {
-  return (uintptr_t)b + (uintptr_t)page;
-}
+static inline uintptr_t hak_free_tag(const struct hak_page_s *page) { return (uintptr_t)page; }
 
 /* ---------------------------------------------------------------- pages */
 
@@ -277,27 +276,33 @@ typedef struct hak_segment_s {
 #define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
 #define HAK_LARGE_MAX   (HAK_SEGMENT_SIZE - HAK_META_SIZE)   /* largest block in arena segments */
 
-/* One byte per possible segment of the 48-bit address space, set while the
- * segment is mapped: free() validates any pointer with one compare, and a
- * pointer hakmem never returned is reported instead of followed.
- * A byte is written (release) only before any pointer into its segment
+/* One entry per possible segment of the 48-bit address space: the segment
+ * while it is mapped, else NULL. free() validates any pointer and finds its
+ * segment header with one load, and a pointer hakmem never returned is
+ * reported instead of followed. (A pointer, not a byte: the loaded value is
+ * the base the slice lookup adds to, which saves free's fast path the
+ * masking; the map is 64 MiB of bss, of which a page is touched per 16 GiB
+ * of address space that holds segments.)
+ * An entry is written (release) only before any pointer into its segment
  * exists, or after the last one is gone, so a valid free never races with
- * the write of the byte it reads: the read needs no atomic. */
+ * the write of the entry it reads: the read needs no atomic. */
 #define HAK_SEGMENT_MAP_SIZE ((size_t)1 << (48 - HAK_SEGMENT_SHIFT))
-extern uint8_t hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
+extern struct hak_segment_s *hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
 
 static inline hak_segment_t *hak_segment_of(const void *p) {
   return (hak_segment_t *)((uintptr_t)p & ~HAK_SEGMENT_MASK);
 }
-static inline bool hak_segment_is_mapped(const void *p) {
+/* The mapped segment p lies in (its first HAK_SEGMENT_SIZE), or NULL. */
+static inline hak_segment_t *hak_segment_lookup(const void *p) {
   size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
 #if defined(__SANITIZE_THREAD__)
   /* TSan cannot see the order munmap and mmap give a reused address. */
-  return __atomic_load_n(&hak_segment_map[i], __ATOMIC_RELAXED) != 0;
+  return __atomic_load_n(&hak_segment_map[i], __ATOMIC_RELAXED);
 #else
-  return hak_segment_map[i] != 0;
+  return hak_segment_map[i];
 #endif
 }
+static inline bool hak_segment_is_mapped(const void *p) { return hak_segment_lookup(p) != NULL; }
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
 
@@ -536,7 +541,7 @@ HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
-HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, uint8_t v);
+HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, bool mapped);
 HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a);
 HAK_INTERNAL bool hak_arenas_are_valid(void);
 HAK_INTERNAL void hak_segments_fork_prepare(void);

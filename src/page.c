@@ -89,10 +89,10 @@ void hak_page_extend(hak_page_t *page) {
   hak_block_t *b = (hak_block_t *)first;
   for (size_t i = 1; i < n; i++, b = b->next) {
     b->next = (hak_block_t *)((uint8_t *)b + bs);
-    b->free_tag = hak_free_tag(b, page);
+    b->free_tag = hak_free_tag(page);
   }
   b->next = page->free;
-  b->free_tag = hak_free_tag(b, page);
+  b->free_tag = hak_free_tag(page);
   page->free = (hak_block_t *)first;
 #endif
   if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, true);
@@ -158,7 +158,7 @@ static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, siz
     if ((const uint8_t *)b < area || offset % page->block_size != 0 || offset / page->block_size >= page->capacity)
       return false;
     if (hak_tracking) hak_track_open((void *)b);   /* a free block: closed to tools */
-    bool tagged = b->free_tag == hak_free_tag(b, page);
+    bool tagged = b->free_tag == hak_free_tag(page);
     next = hak_block_next(page, b);
     if (hak_tracking) hak_track_close((void *)b);
     if (!tagged) return false;

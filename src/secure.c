@@ -91,7 +91,7 @@ void hak_secure_carve(hak_page_t *page, uint8_t *first, size_t n) {
   for (size_t i = 0; i < n; i++) {
     hak_block_t *b = (hak_block_t *)(first + (size_t)order[i] * page->block_size);
     hak_block_set_next(page, b, list);
-    b->free_tag = hak_free_tag(b, page);
+    b->free_tag = hak_free_tag(page);
     list = b;
   }
   page->free = list;
@@ -210,7 +210,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
    * hak_block_find would find it, without its division. */
   const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
   if (hak_likely(hak_segment_is_mapped(p) && hak_block_check(slice, p) &&
-                 ((const hak_block_t *)p)->free_tag != hak_free_tag(p, slice->page))) {
+                 ((const hak_block_t *)p)->free_tag != hak_free_tag(slice->page))) {
     *ref = (hak_block_ref_t){ hak_segment_of(p), slice->page, (hak_block_t *)p, slice->page->block_size };
   } else {
     hak_block_find(op, p, ref);

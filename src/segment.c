@@ -13,15 +13,15 @@
 #include <string.h>
 #include "internal.h"
 
-uint8_t hak_segment_map[HAK_SEGMENT_MAP_SIZE];
+hak_segment_t *hak_segment_map[HAK_SEGMENT_MAP_SIZE];
 
 static hak_arena_t arenas[HAK_ARENAS_MAX];
 static unsigned arena_count = 1;
 static _Atomic unsigned arena_next;
 
-void hak_segment_map_set(hak_segment_t *seg, uint8_t v) {
+void hak_segment_map_set(hak_segment_t *seg, bool mapped) {
   size_t i = ((uintptr_t)seg >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
-  __atomic_store_n(&hak_segment_map[i], v, __ATOMIC_RELEASE);
+  __atomic_store_n(&hak_segment_map[i], mapped ? seg : NULL, __ATOMIC_RELEASE);
 }
 
 static bool arena_is_valid(hak_arena_t *a);   /* debug build: after every span change */
@@ -220,7 +220,7 @@ static hak_segment_t *segment_new(hak_arena_t *a) {
   span_insert(a, &seg->pages[HAK_META_SLICES], HAK_SLICES - HAK_META_SLICES, 0, 0);
   atomic_fetch_add_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   hak_stat_commit((int64_t)HAK_META_SIZE);
-  hak_segment_map_set(seg, 1);
+  hak_segment_map_set(seg, true);
   return seg;
 }
 
@@ -231,7 +231,7 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
   if (seg->next) seg->next->prev = seg->prev;
   a->segment_count--;
   a->empty_segments--;
-  hak_segment_map_set(seg, 0);
+  hak_segment_map_set(seg, false);
   atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_segments_released, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)HAK_META_SIZE);

@@ -1,6 +1,6 @@
 /* Huge blocks moved by realloc while other threads map, check and unmap
  * huge segments (no cache: HAKMEM_HUGE_CACHE=0, set by ctest), every block
- * checked: the shape in which a mover once cleared the segment-map byte of
+ * checked: the shape in which a mover once cleared the segment-map entry of
  * another thread's new segment at its old address (issue #7.1). The window
  * is a few instructions wide, so this rarely hits it; unit_huge_move makes
  * that race deterministic. This one keeps the concurrent paths honest

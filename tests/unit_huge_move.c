@@ -1,7 +1,7 @@
 /* Huge realloc that moves (issue #7.1): once mremap has moved a huge block,
  * its old address is free address space, and another thread's new segment
  * may be mapped there before the mover returns. The mover must leave that
- * address's segment-map byte alone. To make the race deterministic this
+ * address's segment-map entry alone. To make the race deterministic this
  * program defines mremap itself (the static library's call binds to it):
  * right after a move, it plays the other thread, mapping a segment at the
  * old address and marking it in the map. Normal build only (the sanitizers
@@ -29,7 +29,7 @@ void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
     void *s = mmap(old, HAK_SEGMENT_SIZE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     CHECKF(s == old, "could not map at the vacated %p (got %p)", old, s);
-    hak_segment_map_set(s, 1);
+    hak_segment_map_set(s, true);
     squatter = s;
   }
   return moved;
@@ -49,11 +49,11 @@ static void moved_block_leaves_the_old_address_alone(void)
   uint8_t *q = hak_huge_realloc(seg, hak_page_of(seg, p), size + 8 * 1024 * 1024);
   CHECKF(q != NULL && hak_segment_of(q) != seg, "the block did not move (%p -> %p)", (void *)p, (void *)q);
   CHECKF(squatter == seg, "no segment took the old address");
-  CHECKF(hak_segment_is_mapped(squatter), "the mover cleared the map byte of another segment at %p", squatter);
+  CHECKF(hak_segment_is_mapped(squatter), "the mover cleared the map entry of another segment at %p", squatter);
   CHECKF(hak_segment_is_mapped(q), "the moved block is not in the map");
   for (size_t i = 0; i < size; i += 4096) CHECKF(q[i] == 0x5A, "contents moved at %zu", i);
   hak_huge_free(hak_segment_of(q), hak_page_of(hak_segment_of(q), q));
-  hak_segment_map_set(squatter, 0);
+  hak_segment_map_set(squatter, false);
   munmap(squatter, HAK_SEGMENT_SIZE);
   munmap(blocker, HAK_OS_PAGE);
 }
