@@ -42,7 +42,8 @@ HAKMEM_API size_t hak_good_size(size_t size);
 
 /* C23 free_sized / free_aligned_sized (also exported under those names when
  * hakmem replaces malloc): free p, allocated with this size (and alignment,
- * by aligned_alloc). The size is checked in debug builds. */
+ * by aligned_alloc). The size is checked in debug builds, and must be exactly
+ * the size asked for in the secure variant. */
 HAKMEM_API void   hak_free_sized(void *p, size_t size);
 HAKMEM_API void   hak_free_aligned_sized(void *p, size_t alignment, size_t size);
 

@@ -254,30 +254,39 @@ void hak_free_released(void *p, hak_heap_t *heap) { free_block(p, heap); }
 /* ------------------------------------------------------------ sized free */
 
 /* C23 free_sized and free_aligned_sized. hakmem finds a block's size from
- * its address, so the size given is only checked, in debug builds: it must
- * fit the block, and the block must be one a request of that size (and
- * alignment) can be served from. realloc keeps a block it shrinks to half
- * or more of its usable size, so a block may hold up to twice its size. */
-#if HAKMEM_DEBUG
+ * its address, so the size given is only checked, in the debug and secure
+ * builds. The secure variant knows the size each block was asked for (its
+ * usable size): the size given must be that one. The debug build knows the
+ * block: the size must fit it, and the block must be one a request of that
+ * size (and alignment) can be served from. realloc keeps a block it shrinks
+ * to half or more of its usable size, so a block may hold up to twice its
+ * size. */
+#define HAK_CHECK_SIZED_FREE (HAKMEM_DEBUG || HAKMEM_SECURE)
+#if HAK_CHECK_SIZED_FREE
 static void check_sized_free(const void *p, size_t align, size_t size) {
   if (p == NULL) return;
   size_t usable = hak_malloc_usable_size(p);
+#if HAKMEM_SECURE
+  (void)align;
+  if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
+#else
   /* An aligned block may be carved from a request of size + align. */
   size_t most = align > HAK_ALIGN ? hak_good_size(size + align) : hak_good_size(size);
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
+#endif
 }
 #endif
 
 void hak_free_sized(void *p, size_t size) {
-#if HAKMEM_DEBUG
+#if HAK_CHECK_SIZED_FREE
   check_sized_free(p, HAK_ALIGN, size);
 #endif
   hak_free(p);
 }
 
 void hak_free_aligned_sized(void *p, size_t align, size_t size) {
-#if HAKMEM_DEBUG
+#if HAK_CHECK_SIZED_FREE
   check_sized_free(p, align, size);
 #endif
   hak_free(p);

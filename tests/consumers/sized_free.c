@@ -1,8 +1,10 @@
-/* free_sized / free_aligned_sized in a debug build (HAKMEM_DEBUG=1, the
- * allocator compiled into this program under its hak_ names): every size a
- * block can rightly be freed with passes, including sizes realloc kept the
- * block for; a size the block cannot have come from stops the program with
- * hakmem's message. */
+/* free_sized / free_aligned_sized in the builds that check the size (the
+ * allocator compiled into this program under its hak_ names): the debug
+ * build (HAKMEM_DEBUG=1) and the secure variant (HAKMEM_SECURE=1). Every
+ * size a block can rightly be freed with passes, including sizes realloc
+ * kept the block for; a size the block cannot have come from stops the
+ * program with hakmem's message. The secure variant knows the size each
+ * block was asked for, so it also stops a size off by one byte. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdbool.h>
@@ -81,6 +83,12 @@ int main(void) {
   CHECK(rejected(4096, 100, 10000), "an aligned block freed with a larger size passed");
   CHECK(rejected(64, 60000, 100), "an aligned block freed with a far smaller size passed");
   CHECK(!rejected(4096, 100, 100), "an aligned block freed with its size stopped the program");
+#if HAKMEM_SECURE
+  CHECK(rejected(0, 100, 99), "a size one byte short passed the secure variant");
+  CHECK(rejected(0, 3000, 3001), "a size one byte over passed the secure variant");
+  CHECK(rejected(4096, 100, 96), "an aligned block freed with a smaller size passed the secure variant");
+  CHECK(rejected(0, (size_t)2 << 20, ((size_t)2 << 20) - 16), "a large block freed 16 bytes short passed the secure variant");
+#endif
   if (failures) return 1;
   printf("sized frees checked\n");
   return 0;
