@@ -51,13 +51,15 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   return malloc_slow(size, heap, zero);
 }
 
-/* The thread has no heap: its first allocation, or one after its heap was
- * given up at thread exit (see hak_heap_thread_init). */
+/* The thread has no heap: one of its first allocations, or one after its
+ * heap was given up at thread exit (see heap.c: the shared heap). The
+ * purger may be due to start, which it cannot under the shared heap's lock. */
 static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
-  hak_heap_t *heap = hak_heap_thread_init();
+  hak_heap_t *heap = hak_heap_for_allocation();
   if (heap == NULL) { errno = ENOMEM; return NULL; }
   void *p = malloc_slow(size, heap, zero);
   hak_heap_release(heap);
+  hak_purger_consider_start();
   return p;
 }
 
@@ -127,16 +129,23 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       return zero ? hak_calloc(1, size) : hak_malloc(size);
     size_t over = HAK_REQUEST(size) + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
-      uint8_t *p = hak_malloc_generic(over, hak_heap_get(), false);
-      if (p == NULL) return NULL;
-      uint8_t *q = (uint8_t *)hak_align_up((uintptr_t)p, align);
-      /* The page is ours (we just allocated from it): from now on its frees
-       * take the generic path, which maps interior pointers to blocks. */
+      /* The page must stay ours while its owner word is marked below: a
+       * thread without a heap keeps the shared heap (locked) until then. */
+      hak_heap_t *heap = hak_heap_get();
+      bool borrowed = heap == &hak_heap_empty;
+      if (borrowed && (heap = hak_heap_for_allocation()) == NULL) { errno = ENOMEM; return NULL; }
+      uint8_t *p = hak_malloc_generic(over, heap, false);
+      uint8_t *q = p;
+      if (p != NULL) q = (uint8_t *)hak_align_up((uintptr_t)p, align);
+      /* From now on the page's frees take the generic path, which maps
+       * interior pointers to blocks. */
       if (q != p) {
         hak_page_t *page = hak_page_of(hak_segment_of(p), p);
         atomic_store_explicit(&page->owner, hak_page_owner(page) | HAK_OWNER_ALIGNED, memory_order_relaxed);
         hak_block_mark_aligned(q, page);   /* so free(q) knows q from any other pointer inside the block */
       }
+      if (borrowed) hak_heap_release(heap);
+      if (q == NULL) return NULL;
       if (zero) memset(q, 0, size);
       return HAK_HANDOUT(q, size);
     }

@@ -11,31 +11,36 @@ hak_heap_t hak_heap_empty = { .direct = { [0 ... HAK_DIRECT - 1] = &hak_page_emp
 __thread hak_heap_t *hak_tls_heap = &hak_heap_empty;
 
 static pthread_mutex_t heaps_lock = PTHREAD_MUTEX_INITIALIZER;
-static hak_heap_t *heaps_live;            /* every thread's heap, and the exit heap (heaps_lock) */
+static hak_heap_t *heaps_live;            /* every thread's heap, and the shared heap (heaps_lock) */
 static hak_heap_t *heaps_spare;           /* heaps of exited threads, for reuse */
 static pthread_key_t heap_key;            /* its destructor runs at thread exit */
 static _Atomic(bool) heap_key_ready;
 
-/* A thread may still allocate after its heap was given up at exit: in the
- * destructor of a pthread key that comes after ours in the same round, or
- * in a later round (POSIX runs them again while some destructor sets a key,
- * up to PTHREAD_DESTRUCTOR_ITERATIONS times), or in libc's own clean-up. A
- * heap made for it then might never be given up, since no round may be left
- * to run our destructor again. So from then on the thread borrows the exit
- * heap, one heap shared under a lock, never given up. Its pages, like any,
- * take frees from every thread through xthread_free. (Left out: a thread
- * whose first allocation of all comes in the last round, after our key,
- * still unset, was passed over. Its heap is registered too late, and kept.) */
+/* The shared heap: one heap, under a lock, never given up, for the
+ * threads that have no heap of their own.
+ *
+ * A thread's first allocations come from it (HAK_YOUNG_ALLOCS of them): a
+ * heap of its own costs a thread its heap struct and a page per size class
+ * it touches, which only pays once it allocates more than a few blocks. So
+ * a thousand threads that each hold a few blocks share pages, as they would
+ * under glibc, and a short-lived thread neither builds nor gives up a heap.
+ * Its frees take the cross-thread way (the pages are the shared heap's).
+ *
+ * A thread may also still allocate after its heap was given up at exit: in
+ * the destructor of a pthread key that comes after ours in the same round,
+ * or in a later round (POSIX runs them again while some destructor sets a
+ * key, up to PTHREAD_DESTRUCTOR_ITERATIONS times), or in libc's own
+ * clean-up. A heap made for it then might never be given up, since no round
+ * may be left to run our destructor again. So from then on it uses the
+ * shared heap too. (Left out: a thread whose first heap is made in the
+ * last round, after our key, still unset, was passed over. Its heap is
+ * registered too late, and kept.) */
+static __thread unsigned thread_shared_allocs;   /* allocations made on the shared heap, up to HAK_YOUNG_ALLOCS */
 static __thread bool thread_heap_given_up;
-static pthread_mutex_t exit_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
+static pthread_mutex_t shared_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
 /* Page-aligned like every heap: page->owner keeps flags in the low bits. */
-static hak_heap_t exit_heap __attribute__((aligned(HAK_OS_PAGE)));
-static bool exit_heap_ready;              /* (exit_heap_lock) */
-
-/* A thread past its heap's destructor allocates from the exit heap, under
- * its lock: it must not start anything that allocates in turn (the purger
- * thread: pthread_create allocates the new thread's TLS). */
-bool hak_thread_on_exit_heap(void) { return thread_heap_given_up; }
+static hak_heap_t shared_heap __attribute__((aligned(HAK_OS_PAGE)));
+static bool shared_heap_ready;            /* (shared_heap_lock) */
 
 static void heap_key_destructor(void *heap) {
   thread_heap_given_up = true;
@@ -97,18 +102,18 @@ static void heap_setup(hak_heap_t *heap) {
   hak_unlock(&heaps_lock);
 }
 
-static hak_heap_t *exit_heap_acquire(void) {
-  hak_lock(&exit_heap_lock);
-  if (!exit_heap_ready) {
-    heap_setup(&exit_heap);
-    exit_heap_ready = true;
+static hak_heap_t *shared_heap_acquire(void) {
+  hak_lock(&shared_heap_lock);
+  if (!shared_heap_ready) {
+    heap_setup(&shared_heap);
+    shared_heap_ready = true;
   }
-  return &exit_heap;
+  return &shared_heap;
 }
 
 hak_heap_t *hak_heap_thread_init(void) {
   hak_process_init();
-  if (hak_unlikely(thread_heap_given_up)) return exit_heap_acquire();
+  if (hak_unlikely(thread_heap_given_up)) return shared_heap_acquire();
   hak_lock(&heaps_lock);
   hak_heap_t *heap = heaps_spare;
   if (heap) heaps_spare = heap->list_next;
@@ -124,8 +129,25 @@ hak_heap_t *hak_heap_thread_init(void) {
   return heap;
 }
 
+/* (Not under a tool, tracking.h: a tool sees a freed block closed once it
+ * is on its owner's lists, and a cross-thread free reaches them only when
+ * the owner gathers it. Under a tool every thread gets its heap at once.) */
+hak_heap_t *hak_heap_for_allocation(void) {
+  if (thread_shared_allocs < HAK_YOUNG_ALLOCS && !hak_tracking) {
+    hak_process_init();
+    thread_shared_allocs++;
+    return shared_heap_acquire();
+  }
+  return hak_heap_thread_init();
+}
+
 void hak_heap_release(hak_heap_t *heap) {
-  if (heap == &exit_heap) hak_unlock(&exit_heap_lock);
+  if (heap == &shared_heap) hak_unlock(&shared_heap_lock);
+}
+
+hak_heap_t *hak_heap_shared(void) {
+  hak_process_init();
+  return shared_heap_acquire();
 }
 
 /* Thread exit: abandon every page (empty ones go back to the arena, the
@@ -257,18 +279,18 @@ void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {
 }
 
 void hak_heaps_fork_prepare(void) {
-  pthread_mutex_lock(&exit_heap_lock);
+  pthread_mutex_lock(&shared_heap_lock);
   pthread_mutex_lock(&heaps_lock);
 }
 void hak_heaps_fork_parent(void) {
   pthread_mutex_unlock(&heaps_lock);
-  pthread_mutex_unlock(&exit_heap_lock);
+  pthread_mutex_unlock(&shared_heap_lock);
 }
 /* In the child only the forking thread exists. The other threads' heaps
  * stay as they were (a page could be mid-update): their pages keep working
  * for frees (which go the cross-thread way) and are never allocated from. */
 void hak_heaps_fork_child(void) {
   pthread_mutex_init(&heaps_lock, NULL);
-  pthread_mutex_init(&exit_heap_lock, NULL);
+  pthread_mutex_init(&shared_heap_lock, NULL);
 }
 

@@ -14,7 +14,7 @@ _Atomic int hak_init_state;
  *
  * fork() in a multi-threaded process: hold every allocator lock across it,
  * so the child never inherits a lock held by a thread that does not exist
- * there. Taken in the order the allocator nests them: report, exit heap,
+ * there. Taken in the order the allocator nests them: report, shared heap,
  * heaps, reclaim, arenas, huge cache and giant list.
  *
  * Two other locks order against ours:

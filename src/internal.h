@@ -598,11 +598,17 @@ HAK_INTERNAL void hak_reclaim_fork_child(void);
 /* heap.c */
 HAK_INTERNAL void hak_heap_key_create(void);
 /* The calling thread's new heap; for a thread whose heap was given up at
- * exit, the shared exit heap, locked. Either way hand it back with
+ * exit, the shared heap, locked. Either way hand it back with
  * hak_heap_release after the operation. NULL: out of memory. */
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
+/* For an allocation by a thread that has no heap: the shared heap, locked,
+ * for its first HAK_YOUNG_ALLOCS allocations (see heap.c), then its own new
+ * heap. */
+#define HAK_YOUNG_ALLOCS 64
+HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(void);
+/* The shared heap, locked. */
+HAK_INTERNAL hak_heap_t *hak_heap_shared(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);
-HAK_INTERNAL bool hak_thread_on_exit_heap(void);
 HAK_INTERNAL void hak_heap_thread_done(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_direct_init(void);
 HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);

@@ -233,7 +233,9 @@ void hak_purger_consider_start(void) {
     atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
     return;
   }
-  if (hak_thread_on_exit_heap()) return;   /* holds the exit heap's lock: another thread starts it */
+  /* pthread_create allocates (the new thread's TLS): not while this thread
+   * holds an allocator lock (the shared heap's), which that could want. */
+  if (hak_locks_held != 0) return;
   if (atomic_load_explicit(&hak_stat_committed, memory_order_relaxed) >= HAK_PURGER_START_BYTES ||
       atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
     purger_start();
@@ -263,17 +265,17 @@ void hak_purge_due_work(hak_heap_t *heap) {
 
 /* ------------------------------------------------------------ at once */
 
-/* Return free memory to the OS now: the calling thread's empty pages, the
- * published pages with no live block, the free spans of every arena, the
+/* Return free memory to the OS now: the empty pages of the calling
+ * thread's heap and of the shared heap, the published pages with no live
+ * block (swept into either heap), the free spans of every arena, the
  * cached huge blocks. */
 void hak_collect(void) {
-  hak_heap_t *heap = hak_heap_get();
-  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();
-  if (heap != NULL) {
-    hak_heap_free_empty_pages(heap);
-    hak_reclaim_sweep(heap, true, true);
-    hak_heap_release(heap);
-  }
+  hak_heap_t *own = hak_heap_get();
+  if (own != &hak_heap_empty) hak_heap_free_empty_pages(own);
+  hak_heap_t *shared = hak_heap_shared();
+  hak_heap_free_empty_pages(shared);
+  hak_reclaim_sweep(own != &hak_heap_empty ? own : shared, true, true);
+  hak_heap_release(shared);
   hak_arenas_purge_all();
   hak_huge_cache_flush();
 }

@@ -289,13 +289,15 @@ void hak_secure_free(void *p) {
   hak_block_ref_t ref;
   live_block(HAK_OP_FREE, p, &ref);
   hak_heap_t *heap = hak_heap_get();
-  if (heap == &hak_heap_empty) heap = hak_heap_thread_init();   /* a thread that only frees */
+  bool borrowed = heap == &hak_heap_empty;   /* a thread that only frees, or past its heap's exit */
+  if (borrowed) heap = hak_heap_thread_init();
   if (heap == NULL || !is_block_start(&ref, p) || ref.usable > QUARANTINE_BYTES) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
     hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
-    return;
+  } else {
+    quarantine_put(heap, p, ref.usable);
   }
-  quarantine_put(heap, p, ref.usable);
+  if (borrowed && heap != NULL) hak_heap_release(heap);
 }
 
 size_t hak_secure_usable_size(const void *p) {

@@ -7,6 +7,13 @@
 enum { SIZE = 48 };   /* one small class; nothing else in this test uses it */
 
 static hak_page_t *page_of(void *p) { return hak_page_of(hak_segment_of(p), p); }
+
+/* A thread's first allocations come from the shared heap: the cases here
+ * are about a heap of the thread's own, so each thread makes it first. */
+static hak_heap_t *own_heap(void) {
+  if (hak_heap_get() == &hak_heap_empty) hak_heap_release(hak_heap_thread_init());
+  return hak_heap_get();
+}
 static uintptr_t xstate(hak_page_t *page) { return atomic_load(&page->xthread_free) & HAK_XSTATE_MASK; }
 static bool xlist_empty(hak_page_t *page) { return (atomic_load(&page->xthread_free) & ~(uintptr_t)HAK_XSTATE_MASK) == 0; }
 
@@ -77,6 +84,7 @@ static pthread_barrier_t filled, done;
 
 static void *fill_and_idle(void *arg) {
   size_t *n = arg;
+  own_heap();
   fill_page(blocks, n);
   blocks[*n] = hak_malloc(SIZE);   /* needs a new page: the full one is given up */
   (*n)++;
@@ -89,6 +97,7 @@ typedef struct { void *block; bool owned; } adoption_t;
 
 static void *allocate_one(void *arg) {
   adoption_t *a = arg;
+  own_heap();
   a->block = hak_malloc(SIZE);
   hak_page_t *page = page_of(a->block);
   a->owned = owned_by(page, hak_heap_get()) && xstate(page) == HAK_XSTATE_ACTIVE;
@@ -195,9 +204,65 @@ static void validators_see_the_invariants(void) {
   CHECKF(hak_page_is_valid(page) && hak_arenas_are_valid(), "page and arenas at the end");
 }
 
+/* A thread's first HAK_YOUNG_ALLOCS allocations come from the shared heap
+ * (several threads' blocks in one page; the thread itself has no heap, so
+ * its frees go the cross-thread way), the next from a heap of its own.
+ * hak_collect gathers the shared heap's pages and frees the empty ones. */
+enum { YOUNG_SIZE = 80 };   /* a class nothing else here uses */
+
+static bool in_queue(hak_heap_t *heap, hak_page_t *page) {
+  for (hak_page_t *q = heap->queues[page->bin].first; q != NULL; q = q->next)
+    if (q == page) return true;
+  return false;
+}
+
+typedef struct { hak_heap_t *shared; void *first; bool young_ok, own_ok; } young_t;
+
+static void *allocate_young_then_own(void *arg) {
+  young_t *y = arg;
+  void *young[HAK_YOUNG_ALLOCS];
+  y->young_ok = true;
+  for (size_t i = 0; i < HAK_YOUNG_ALLOCS; i++) {
+    young[i] = hak_malloc(YOUNG_SIZE);
+    y->young_ok &= hak_heap_get() == &hak_heap_empty && owned_by(page_of(young[i]), y->shared);
+  }
+  y->first = young[0];
+  void *own = hak_malloc(YOUNG_SIZE);
+  hak_heap_t *heap = hak_heap_get();
+  y->own_ok = heap != &hak_heap_empty && heap != y->shared && owned_by(page_of(own), heap);
+  hak_free(own);
+  for (size_t i = 1; i < HAK_YOUNG_ALLOCS; i++) hak_free(young[i]);   /* young[0] stays live */
+  return NULL;
+}
+
+static void young_threads_share_a_heap(void) {
+  if (hak_tracking) {   /* under a tool (the ASan build) every thread gets its heap at once */
+    printf("     under a tool: skipped\n");
+    return;
+  }
+  hak_heap_t *shared = hak_heap_shared();
+  hak_heap_release(shared);
+  young_t a = { shared, NULL, false, false }, b = a;
+  pthread_t t;
+  pthread_create(&t, NULL, allocate_young_then_own, &a);
+  pthread_join(t, NULL);
+  pthread_create(&t, NULL, allocate_young_then_own, &b);
+  pthread_join(t, NULL);
+  CHECKF(a.young_ok && b.young_ok, "first allocations from the shared heap, with no heap of the thread's own");
+  CHECKF(a.own_ok && b.own_ok, "the next allocation from a heap of the thread's own");
+  hak_page_t *page = page_of(a.first);
+  CHECKF(page_of(b.first) == page, "two threads' first blocks share a page");
+  CHECKF(!xlist_empty(page), "a young thread's frees are cross-thread");
+  hak_free(a.first);
+  hak_free(b.first);
+  hak_collect();
+  hak_heap_release(hak_heap_shared());   /* the lock orders the reads below after the collection */
+  CHECKF(!in_queue(shared, page), "hak_collect freed the shared heap's empty page");
+}
+
 int main(void) {
   hak_test_begin("unit_pages");
-  hak_free(hak_malloc(1));   /* this thread's heap exists from here on */
+  own_heap();
   RUN_CASE(blocks_come_from_the_direct_page);
   RUN_CASE(remote_frees_are_collected_by_the_owner);
   RUN_CASE(given_up_pages_are_pulled_by_allocating_threads);
@@ -205,5 +270,6 @@ int main(void) {
   RUN_CASE(block_check_is_exact);
   RUN_CASE(own_given_up_page_is_taken_back);
   RUN_CASE(validators_see_the_invariants);
+  RUN_CASE(young_threads_share_a_heap);
   return 0;
 }
