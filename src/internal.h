@@ -523,6 +523,7 @@ typedef enum {
 } hak_purge_result_t;
 HAK_INTERNAL hak_purge_result_t hak_os_purge(void *p, size_t size);
 HAK_INTERNAL void hak_os_no_huge_pages(void *p, size_t size);
+HAK_INTERNAL bool hak_os_populate(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);
 HAK_INTERNAL unsigned hak_cpu_count(void);

@@ -1,0 +1,78 @@
+/* calloc of large blocks (1 MiB up to a segment's capacity) from memory
+ * that is not resident: hakmem populates such a block at once only while
+ * the program is seen to touch those blocks densely (src/segment.c), so
+ *   - a program that callocs big tables and touches little of them keeps
+ *     them lazily zero (resident memory is what it touched);
+ *   - a program that fills what it callocs gets its blocks resident at
+ *     once (one batch of faults instead of two per page when it reads a
+ *     page before writing it);
+ * and every block reads as zero either way. The policy is process-wide,
+ * so the cases run in this order. */
+#include <sys/mman.h>
+#include "hak_test.h"
+
+#define BLOCK (8 * MiB)
+#define PAGE 4096
+
+/* Share of the block's pages resident now, in percent. */
+static unsigned resident_percent(const void *p, size_t size)
+{
+    static unsigned char vec[BLOCK / PAGE];
+    CHECK(mincore((void *)p, size, vec) == 0);
+    size_t n = size / PAGE, resident = 0;
+    for (size_t i = 0; i < n; i++) resident += vec[i] & 1;
+    return (unsigned)(resident * 100 / n);
+}
+
+static void check_zero_sampled(const unsigned char *p, size_t size)
+{
+    for (size_t i = 0; i < size; i += 997) CHECKF(p[i] == 0, "calloc'd byte %zu is %u", i, p[i]);
+}
+
+/* 12 tables of 8 MiB, a byte touched every 512 KiB: populating them would
+ * make 96 MiB resident. */
+static void sparse_tables_stay_lazy(void)
+{
+    enum { TABLES = 12 };
+    unsigned char *t[TABLES];
+    size_t before = hak_rss_bytes();
+    for (int i = 0; i < TABLES; i++) {
+        t[i] = calloc(1, BLOCK);
+        CHECK(t[i] != NULL);
+        for (size_t off = 0; off < BLOCK; off += 512 * KiB) t[i][off] = (unsigned char)(off >> 19);
+    }
+    size_t grown = hak_rss_bytes() - before;
+    printf("     %d sparse 8 MiB tables: RSS +%zu KiB, the last %u%% resident\n", TABLES, grown / KiB,
+           resident_percent(t[TABLES - 1], BLOCK));
+    CHECKF(grown < 16 * MiB, "RSS grew %zu MiB for %d sparsely used tables", grown / MiB, TABLES);
+    for (int i = 0; i < TABLES; i++) free(t[i]);
+}
+
+/* Buffers of 2 MiB read then filled whole, all kept (so each comes from
+ * memory never touched): after a few, calloc hands them out resident (all
+ * but the every-8th one it keeps probing with). */
+static void dense_buffers_come_resident(void)
+{
+    enum { BUFFERS = 40, LATER = 16 };
+    size_t size = 2 * MiB;
+    unsigned char *b[BUFFERS];
+    int resident_at_return = 0;
+    for (int i = 0; i < BUFFERS; i++) {
+        b[i] = calloc(1, size);
+        CHECK(b[i] != NULL);
+        if (i >= BUFFERS - LATER && resident_percent(b[i], size) >= 90) resident_at_return++;
+        check_zero_sampled(b[i], size);
+        memset(b[i], 0x5a, size);
+    }
+    printf("     of the last %d dense buffers, %d came resident\n", LATER, resident_at_return);
+    CHECKF(resident_at_return >= LATER / 2, "only %d of %d buffers came resident", resident_at_return, LATER);
+    for (int i = 0; i < BUFFERS; i++) free(b[i]);
+}
+
+int main(void)
+{
+    hak_test_begin("test_calloc_residency");
+    RUN_CASE(sparse_tables_stay_lazy);
+    RUN_CASE(dense_buffers_come_resident);
+    return 0;
+}
