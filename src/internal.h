@@ -533,6 +533,7 @@ HAK_INTERNAL size_t hak_process_rss(void);
 HAK_INTERNAL void hak_arenas_init(void);
 HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
+HAK_INTERNAL hak_arena_t *hak_arena_first(void);
 HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
@@ -602,11 +603,11 @@ HAK_INTERNAL void hak_heap_key_create(void);
  * exit, the shared heap, locked. Either way hand it back with
  * hak_heap_release after the operation. NULL: out of memory. */
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
-/* For an allocation by a thread that has no heap: the shared heap, locked,
- * for its first HAK_YOUNG_ALLOCS allocations (see heap.c), then its own new
- * heap. */
+/* For an allocation of `size` bytes by a thread that has no heap: the
+ * shared heap, locked, for its first HAK_YOUNG_ALLOCS small blocks (see
+ * heap.c), else its own new heap. */
 #define HAK_YOUNG_ALLOCS 64
-HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(void);
+HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(size_t size);
 /* The shared heap, locked. */
 HAK_INTERNAL hak_heap_t *hak_heap_shared(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);

@@ -41,6 +41,11 @@ void hak_arenas_init(void) {
 
 unsigned hak_arena_count(void) { return arena_count; }
 
+/* The shared heap's arena (heap.c): the one the first thread heap draws
+ * too, so a single-threaded program stays in one arena when its thread
+ * leaves the shared heap (its frees and new blocks keep meeting). */
+hak_arena_t *hak_arena_first(void) { return &arenas[0]; }
+
 hak_arena_t *hak_arena_for_new_heap(void) {
   unsigned i = atomic_fetch_add_explicit(&arena_next, 1, memory_order_relaxed);
   return &arenas[i % arena_count];

@@ -204,9 +204,10 @@ static void validators_see_the_invariants(void) {
   CHECKF(hak_page_is_valid(page) && hak_arenas_are_valid(), "page and arenas at the end");
 }
 
-/* A thread's first HAK_YOUNG_ALLOCS allocations come from the shared heap
+/* A thread's first HAK_YOUNG_ALLOCS small blocks come from the shared heap
  * (several threads' blocks in one page; the thread itself has no heap, so
- * its frees go the cross-thread way), the next from a heap of its own.
+ * its frees go the cross-thread way), the next from a heap of its own, as
+ * does a first medium block.
  * hak_collect gathers the shared heap's pages and frees the empty ones. */
 enum { YOUNG_SIZE = 80 };   /* a class nothing else here uses */
 
@@ -235,6 +236,13 @@ static void *allocate_young_then_own(void *arg) {
   return NULL;
 }
 
+static void *allocate_medium(void *arg) {
+  void *p = hak_malloc(HAK_SMALL_MAX + 1);
+  *(bool *)arg = hak_heap_get() != &hak_heap_empty && owned_by(page_of(p), hak_heap_get());
+  hak_free(p);
+  return NULL;
+}
+
 static void young_threads_share_a_heap(void) {
   if (hak_tracking) {   /* under a tool (the ASan build) every thread gets its heap at once */
     printf("     under a tool: skipped\n");
@@ -255,6 +263,10 @@ static void young_threads_share_a_heap(void) {
   CHECKF(!xlist_empty(page), "a young thread's frees are cross-thread");
   hak_free(a.first);
   hak_free(b.first);
+  bool medium_own = false;
+  pthread_create(&t, NULL, allocate_medium, &medium_own);
+  pthread_join(t, NULL);
+  CHECKF(medium_own, "a medium block comes from the thread's own heap at once");
   hak_collect();
   hak_heap_release(hak_heap_shared());   /* the lock orders the reads below after the collection */
   CHECKF(!in_queue(shared, page), "hak_collect freed the shared heap's empty page");
