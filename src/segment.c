@@ -276,9 +276,8 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   size_t have = span->slice_count, taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
   if (have > slices)
     span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
-  /* Large blocks only: refaulting them costs the most, and a page's span
-   * is small enough that a longer delay would just keep scattered ones. */
-  if (kind == HAK_SPAN_LARGE && slices_count(span, slices, HAK_SLICE_PURGED) > 0)
+  /* Purged memory taken back: maybe the purge came too early (purge.c). */
+  if (slices_count(span, slices, HAK_SLICE_PURGED) > 0)
     hak_purge_clock_refault(&a->clock, hak_clock_ms());
   if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);

@@ -125,6 +125,29 @@ static void growing_large_blocks_become_huge(void) {
   hak_free(p);
 }
 
+/* A page's span taken back soon after its memory was purged: the purge
+ * came too early for this program, and the arena's delay doubles (page
+ * spans of medium classes refault as dearly as large blocks). */
+static void page_span_refaults_raise_the_purge_delay(void) {
+  hak_purge_clock_init(&arena.clock);
+  uint64_t base = arena.clock.delay;
+  if (base == 0) {
+    printf("     HAKMEM_PURGE_DELAY=0: no adapting, skipped\n");
+    return;
+  }
+  enum { SLICES = 8 };
+  hak_page_t *span = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, NULL);
+  memset(hak_page_area(span), 1, SLICES * HAK_SLICE_SIZE);
+  hak_span_free(span);
+  hak_arena_purge_all(&arena);
+  CHECKF(arena.clock.delay == base, "delay %llu before any refault", (unsigned long long)arena.clock.delay);
+  hak_page_t *again = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, NULL);
+  CHECKF(again == span, "the purged span was taken back");
+  CHECKF(arena.clock.delay == 2 * base, "delay %llu after a refault, want %llu", (unsigned long long)arena.clock.delay,
+         (unsigned long long)(2 * base));
+  hak_span_free(again);
+}
+
 int main(void) {
   hak_test_begin("unit_segments");
   hak_process_init();
@@ -136,5 +159,6 @@ int main(void) {
   RUN_CASE(huge_blocks_honour_alignment);
   RUN_CASE(os_aligned_mappings_are_aligned);
   RUN_CASE(growing_large_blocks_become_huge);
+  RUN_CASE(page_span_refaults_raise_the_purge_delay);
   return 0;
 }
