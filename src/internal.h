@@ -145,6 +145,18 @@ enum {
   HAK_XSTATE_MASK      = 3,
 };
 
+/* page->xthread_free, whole: the state (bits 0-1), the first block of the
+ * list other threads freed (bits 2-47: blocks are 16-byte aligned, user
+ * addresses 48-bit), and how many blocks the list holds (bits 48-63), so
+ * that the owner takes the list and its count without walking it (each
+ * block there was last written by another thread's core: a cache miss). */
+#define HAK_XCOUNT_SHIFT 48
+#define HAK_XCOUNT_ONE ((uintptr_t)1 << HAK_XCOUNT_SHIFT)
+static inline struct hak_block_s *hak_xlist_first(uintptr_t x) {
+  return (struct hak_block_s *)(x & (HAK_XCOUNT_ONE - 1) & ~(uintptr_t)HAK_XSTATE_MASK);
+}
+static inline size_t hak_xlist_count(uintptr_t x) { return (size_t)(x >> HAK_XCOUNT_SHIFT); }
+
 /* FREE: in an arena's free lists. PAGE: blocks of one size class. LARGE: one
  * block over HAK_MEDIUM_MAX, owned by nobody. HUGE: the block of a huge
  * segment. META: a segment header. */
@@ -198,7 +210,7 @@ typedef struct hak_page_s {
     uint64_t purge_at;                   /* free span: ms when it is purged */
   };
   hak_block_t *local_free;               /* blocks freed by the owner */
-  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads | state */
+  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads: count | first | state */
   _Atomic(uintptr_t) owner;              /* owning heap | HAK_OWNER_* */
   struct hak_page_s *next, *prev;        /* heap queue, reclaim queue (next), or free-span list */
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment */

@@ -79,18 +79,20 @@ void hak_reclaim_fork_child(void) { pthread_mutex_init(&reclaim_lock, NULL); }
 
 /* ------------------------------------------------------------ remote frees */
 
-/* Push the list first..last onto a page's xthread_free; returns the page's
- * state before. Edge-triggered: only the push that moves the page from
- * ABANDONED to PUBLISHED queues it, so a burst of frees costs one enqueue.
- * (acq_rel: that push must see the abandoning owner's writes to the page.)
- * Nothing of the list is read after the push. */
-static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t *last) {
+/* Push the list first..last (`count` blocks) onto a page's xthread_free;
+ * returns the page's state before. Edge-triggered: only the push that moves
+ * the page from ABANDONED to PUBLISHED queues it, so a burst of frees costs
+ * one enqueue. (acq_rel: that push must see the abandoning owner's writes
+ * to the page.) Nothing of the list is read after the push. */
+static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t *last, size_t count) {
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     state = old & HAK_XSTATE_MASK;
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
-    hak_block_set_next(page, last, (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK));
-  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, (uintptr_t)first | state,
+    hak_block_set_next(page, last, hak_xlist_first(old));
+  } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
+                                                  (old & ~(HAK_XCOUNT_ONE - 1)) + count * HAK_XCOUNT_ONE +
+                                                      (uintptr_t)first + state,
                                                   memory_order_acq_rel, memory_order_relaxed));
   if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
   return old & HAK_XSTATE_MASK;
@@ -99,7 +101,7 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
 /* A free of a block whose page this thread does not own (the block was
  * checked and tagged free by the caller, free.c). */
 void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
-  uintptr_t was = xthread_push(page, b, b);
+  uintptr_t was = xthread_push(page, b, b, 1);
   if (was == HAK_XSTATE_PUBLISHED) hak_note_sweep_news();   /* it may be empty now */
   else if (was == HAK_XSTATE_ACTIVE) hak_note_held_frees();   /* its owner may not collect it soon */
 }
@@ -117,7 +119,7 @@ void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
                         (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
-    bool publish = has_room || (old & ~(uintptr_t)HAK_XSTATE_MASK) != 0;
+    bool publish = has_room || hak_xlist_first(old) != NULL;
     state = publish ? HAK_XSTATE_PUBLISHED : HAK_XSTATE_ABANDONED;
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
                                                   (old & ~(uintptr_t)HAK_XSTATE_MASK) | state,
@@ -253,11 +255,11 @@ size_t hak_page_purge_held(hak_page_t *page) {
   if (page->span_kind != HAK_SPAN_PAGE) return 0;
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   do {   /* owned pages only: a published page must keep its room for its adopter */
-    if ((old & HAK_XSTATE_MASK) != HAK_XSTATE_ACTIVE || (old & ~(uintptr_t)HAK_XSTATE_MASK) == 0) return 0;
+    if ((old & HAK_XSTATE_MASK) != HAK_XSTATE_ACTIVE || hak_xlist_first(old) == NULL) return 0;
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old, old & HAK_XSTATE_MASK,
                                                   memory_order_acquire, memory_order_relaxed));
   /* The list was pushed after its blocks left page_init's hands: block_size is settled. */
-  hak_block_t *list = (hak_block_t *)(old & ~(uintptr_t)HAK_XSTATE_MASK), *tail = list;
+  hak_block_t *list = hak_xlist_first(old), *tail = list;
   size_t bs = page->block_size, purged = 0;
   for (hak_block_t *b = list; b != NULL; b = hak_block_next(page, b)) {
     uintptr_t from = hak_align_up((uintptr_t)b + sizeof(hak_block_t), HAK_OS_PAGE);
@@ -265,6 +267,6 @@ size_t hak_page_purge_held(hak_page_t *page) {
     if (to > from && hak_os_purge((void *)from, to - from) != HAK_PURGE_FAILED) purged += to - from;
     tail = b;
   }
-  xthread_push(page, list, tail);
+  xthread_push(page, list, tail, hak_xlist_count(old));
   return purged;
 }

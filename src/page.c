@@ -101,19 +101,25 @@ void hak_page_extend(hak_page_t *page) {
   page_update_check(page);
 }
 
-/* Move a list taken from xthread_free onto local_free, and stop counting
- * its blocks as used. */
+/* Take a list taken from xthread_free in, and stop counting its blocks as
+ * used. The word says how many there are, so the list is not walked when
+ * the free list is empty: it becomes the free list as it is (each block is
+ * touched once, by the malloc that hands it out). Else (and under a tool,
+ * which must see each block closed) it goes in front of local_free. */
 void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
-  hak_block_t *list = (hak_block_t *)(xfree & ~(uintptr_t)HAK_XSTATE_MASK);
+  hak_block_t *list = hak_xlist_first(xfree);
   if (list == NULL) return;
-  size_t count = 1;
-  hak_block_t *tail = list;
-  for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL; tail = next) count++;
-  size_t used = hak_page_used(page);
-  if (count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
-  hak_block_set_next(page, tail, page->local_free);
-  if (hak_unlikely(hak_tracking)) hak_track_close_list(page, list, tail);
-  page->local_free = list;
+  size_t count = hak_xlist_count(xfree), used = hak_page_used(page);
+  if (count == 0 || count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
+  if (page->free == NULL && hak_likely(!hak_tracking)) {
+    page->free = list;
+  } else {
+    hak_block_t *tail = list;
+    for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL;) tail = next;
+    hak_block_set_next(page, tail, page->local_free);
+    if (hak_unlikely(hak_tracking)) hak_track_close_list(page, list, tail);
+    page->local_free = list;
+  }
   hak_page_used_set(page, (uint16_t)(used - count));
 }
 
@@ -127,7 +133,7 @@ void hak_page_use_local_frees(hak_page_t *page) {
 
 /* Gather the blocks freed since `free` was filled. Owner only. */
 void hak_page_gather_frees(hak_page_t *page) {
-  if (atomic_load_explicit(&page->xthread_free, memory_order_relaxed) & ~(uintptr_t)HAK_XSTATE_MASK)
+  if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) != NULL)
     hak_page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
   hak_page_use_local_frees(page);
   hak_assert(hak_page_is_valid(page));

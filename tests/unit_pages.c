@@ -15,7 +15,7 @@ static hak_heap_t *own_heap(void) {
   return hak_heap_get();
 }
 static uintptr_t xstate(hak_page_t *page) { return atomic_load(&page->xthread_free) & HAK_XSTATE_MASK; }
-static bool xlist_empty(hak_page_t *page) { return (atomic_load(&page->xthread_free) & ~(uintptr_t)HAK_XSTATE_MASK) == 0; }
+static bool xlist_empty(hak_page_t *page) { return hak_xlist_first(atomic_load(&page->xthread_free)) == NULL; }
 
 /* The page's owner word names this heap (with HAK_OWNER_COUNTED where every
  * call takes the generic paths: HAKMEM_STATS, or the ASan build's tracking). */
