@@ -18,17 +18,7 @@
 void free_sized(void *p, size_t size);
 void free_aligned_sized(void *p, size_t alignment, size_t size);
 
-static int failures;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      failures++;                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fputc('\n', stderr);                                            \
-    }                                                                 \
-  } while (0)
+#include "consumer_check.h"
 
 /* malloc(n) must give exactly what hak_good_size(n) says; hakmem's own free
  * takes the block back (it would stop the program for a foreign block). */

@@ -16,17 +16,7 @@
 #include <unistd.h>
 #include "hakmem.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                              \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      failures++;                                                     \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                   \
-      fputc('\n', stderr);                                            \
-    }                                                                 \
-  } while (0)
+#include "consumer_check.h"
 
 /* Runs free of a block of `size` (aligned to `align` if nonzero) with the
  * size `claimed` in a child; true if the child aborted with hakmem's
