@@ -123,6 +123,10 @@ WORKLOADS = [
     Workload("leak", "random alloc/free of 16 B-16 KiB where 1 in 32 blocks is leaked, to 96 MiB (quick: 32): memory pinned by never-freed blocks",
              ["leak", "--leak=96M", "--leak_every=32"],
              ["leak", "--leak=32M", "--leak_every=32"]),
+    Workload("workerpool", "16 producers each keep 4096 blocks of 592 B and hand every replaced one to a reclaimer that only frees: cross-thread frees from a thread with no heap, steady RSS per live byte",
+             ["workerpool", "--producers=16", "--slots=4096", "--size=592", "--ops=200K"],
+             ["workerpool", "--producers=16", "--slots=4096", "--size=592", "--ops=50K"],
+             metrics=("rss_per_live",)),
     Workload("sqlite", "sqlite3 shell, in-memory database: generated table, index, update, delete, sort, group; output checked",
              [80000], [20000], sqlite=True),
 ]
