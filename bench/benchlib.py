@@ -47,6 +47,14 @@ def clean_env():
     return {k: v for k, v in os.environ.items() if not scrubbed(k)}, removed
 
 
+def run_helper(argv, **kwargs):
+    """subprocess.run for a helper process (a load client such as
+    redis-benchmark, dpkg, git): with the scrubbed environment, so a
+    caller's LD_PRELOAD or allocator tuning cannot reach it. Workloads
+    themselves go through Launched."""
+    return subprocess.run([str(a) for a in argv], env=clean_env()[0], **kwargs)
+
+
 @dataclass
 class Allocator:
     name: str
@@ -57,13 +65,13 @@ class Allocator:
 def find_library(package, soname):
     """Path of soname as installed by package (dpkg -L), else from ldconfig."""
     try:
-        files = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True).stdout.split()
+        files = run_helper(["dpkg", "-L", package], capture_output=True, text=True).stdout.split()
         for f in files:
             if f.endswith("/" + soname) and os.path.exists(f):
                 return f
     except FileNotFoundError:
         pass  # not a dpkg system
-    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    cache = run_helper(["ldconfig", "-p"], capture_output=True, text=True).stdout
     for line in cache.splitlines():
         if line.strip().startswith(soname + " ") and "=>" in line:
             return line.split("=>")[1].strip()
@@ -92,7 +100,7 @@ def find_allocators(build_dir, note=print):
 
 def package_version(package):
     try:
-        q = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
+        q = run_helper(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
         return q.stdout.strip() if q.returncode == 0 else "unknown"
     except FileNotFoundError:
         return "unknown"  # not a dpkg system
@@ -223,7 +231,7 @@ def git_commit():
     untracked files included; result files (bench/results/) do not count,
     since runs leave them there untracked."""
     def git(*args):
-        return subprocess.run(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True)
+        return run_helper(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True)
     head = git("rev-parse", "--short", "HEAD")
     commit = head.stdout.strip() if head.returncode == 0 else "nocommit"
     changed = [line for line in git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import time
 
-from benchlib import Outcome, Launched
+from benchlib import Outcome, Launched, run_helper
 
 
 def free_port():
@@ -115,10 +115,12 @@ def run(launcher, preload, requests, timeout):
     else:
         start = time.perf_counter()
         try:
-            bench = subprocess.run(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "--csv",
-                                    "-n", str(requests), "-c", "16", "-r", "100000", "-d", "256",
-                                    "-t", "set,get,incr,lpush,lpop,sadd,hset,spop,mset"],
-                                   capture_output=True, text=True, timeout=timeout)
+            # The load client gets the scrubbed environment too: the caller's
+            # LD_PRELOAD or allocator tuning would change the numbers reported.
+            bench = run_helper(["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-q", "--csv",
+                                "-n", str(requests), "-c", "16", "-r", "100000", "-d", "256",
+                                "-t", "set,get,incr,lpush,lpop,sadd,hset,spop,mset"],
+                               capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             bench = None
         bench_wall = time.perf_counter() - start

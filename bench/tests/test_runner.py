@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""The runner's own conditions (bench/run.py and its helpers), without any
+peer allocator or built program: helper processes such as the redis load
+client get the scrubbed environment, not the caller's LD_PRELOAD or
+allocator tuning."""
+import json
+import os
+import stat
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+from unittest import mock
+
+BENCH = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BENCH))
+import benchlib  # noqa: E402
+import redisload  # noqa: E402
+
+# What a caller may have set; none of it may reach a helper.
+CALLER = {"LD_PRELOAD": "/nonexistent/libcaller.so", "MALLOC_CONF": "narenas:1", "HAKMEM_VERBOSE": "1",
+          "MIMALLOC_SHOW_STATS": "1", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0",
+          "BENCH_TEST_KEEP": "kept"}
+DUMP_ENV = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+
+
+class HelpersGetTheScrubbedEnvironment(unittest.TestCase):
+    def assertScrubbed(self, env):
+        leaked = sorted(k for k in env if benchlib.scrubbed(k))
+        self.assertEqual(leaked, [], f"reached the helper: {leaked}")
+        self.assertEqual(env.get("BENCH_TEST_KEEP"), "kept")  # other variables stay
+
+    def test_run_helper(self):
+        with mock.patch.dict(os.environ, CALLER):
+            out = benchlib.run_helper(DUMP_ENV, capture_output=True, text=True, check=True).stdout
+        self.assertScrubbed(json.loads(out))
+
+    def test_redis_benchmark(self):
+        """redisload starts redis-benchmark (the load client whose numbers
+        are reported) with the scrubbed environment. The server is faked;
+        a fake redis-benchmark on PATH records its environment."""
+        class FakeServer:
+            def __init__(self, *args, **kwargs):
+                self.proc = mock.Mock(**{"poll.return_value": None})
+
+            def stop(self):
+                self.proc.poll.return_value = 0
+
+            def wait(self, timeout):
+                return benchlib.Outcome("ok", 0, 1.0, 4096, {}, "")
+
+        with tempfile.TemporaryDirectory() as d:
+            dump = Path(d) / "env.json"
+            fake = Path(d) / "redis-benchmark"
+            fake.write_text(f"#!{sys.executable}\nimport json, os\n"
+                            f"open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ)))\n"
+                            "print('\"test\",\"rps\"')\nprint('\"SET\",\"1000.00\"')\n")
+            fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+            env = dict(CALLER, PATH=f"{d}{os.pathsep}{os.environ.get('PATH', '')}")
+            with mock.patch.dict(os.environ, env), mock.patch.object(redisload, "Launched", FakeServer), \
+                    mock.patch.object(redisload, "wait_ready", return_value=True), \
+                    mock.patch.object(redisload, "verify", return_value=None):
+                outcome = redisload.run("launch", "", 100, timeout=30)
+            self.assertEqual(outcome.status, "ok", outcome.stderr)
+            self.assertEqual(outcome.metrics.get("requests_per_s"), 1000.0)
+            self.assertScrubbed(json.loads(dump.read_text()))
+
+    def test_no_process_started_around_benchlib(self):
+        """The runner's modules start processes only through benchlib
+        (Launched for what is measured, run_helper for the rest), both of
+        which scrub the environment; sqlload.py only writes the script that
+        run.py hands to Launched."""
+        for name in ("run.py", "redisload.py", "sqlload.py", "compare.py", "svgchart.py"):
+            text = (BENCH / name).read_text()
+            for call in ("subprocess.run(", "subprocess.Popen(", "check_output(", "check_call(",
+                         "os.system(", "os.exec", "os.spawn", "os.popen("):
+                self.assertNotIn(call, text, f"{name} starts a process with {call}")
+
+
+if __name__ == "__main__":
+    unittest.main()
