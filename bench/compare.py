@@ -4,9 +4,10 @@ new run is complete, comparable with the old one and shows no regression
 of hakmem.
 
 It fails closed (exit 2, listing every problem) when the runs cannot be
-compared in full: a quick run against a full one, an unknown --ref, an
-allocator or workload present in one run only, a workload run with other
-arguments, a FAIL in either run (any
+compared in full: a quick run against a full one, runs of different
+repeats, an allocator or workload present in one run only, a (workload,
+allocator) with fewer runs than its result's repeats, an unknown --ref, a
+workload run with other arguments, a FAIL in either run (any
 allocator, any workload, or the verification pass of a compared allocator),
 or a measure (time,
 peak RSS, heap RSS, a workload's own metric) missing from any run.
@@ -85,6 +86,23 @@ def runs_of(result, workload, allocator):
     return [r for r in result.get("runs", []) if r["workload"] == workload and r["allocator"] == allocator]
 
 
+def rounds_problem(runs, repeats):
+    """What is wrong with the rounds of one (workload, allocator)'s runs
+    (each of rounds 1..repeats exactly once), or None."""
+    if repeats is None:
+        return None  # reported once for the whole result
+    seen = [r.get("rep") for r in runs]
+    if len(seen) == repeats and set(seen) == set(range(1, repeats + 1)):
+        return None
+    missing = sorted(set(range(1, repeats + 1)) - set(seen))
+    twice = sorted({x for x in seen if seen.count(x) > 1}, key=str)
+    other = sorted({x for x in seen if x not in range(1, repeats + 1)}, key=str)
+    why = ([f"round(s) {', '.join(map(str, missing))} missing"] if missing else []) \
+        + ([f"round(s) {', '.join(map(str, twice))} more than once"] if twice else []) \
+        + ([f"round(s) {', '.join(map(str, other))} outside 1..{repeats}"] if other else [])
+    return f"has {len(seen)} run(s) for {repeats} rounds ({'; '.join(why)})"
+
+
 def problems(old, new, ref, labels=("OLD", "NEW")):
     """Everything that keeps the two runs from being compared in full, as
     sentences; empty if they can be."""
@@ -120,6 +138,18 @@ def problems(old, new, ref, labels=("OLD", "NEW")):
             if v.get("status") != "ok" and a in allocs[label]:
                 found.append(f"{label}: verification pass FAILed under {a}: {v.get('stderr', '').strip()[-200:]}")
 
+    # Every (workload, allocator) must have one run per round: a median
+    # and a spread of fewer runs (one of five kept, or 2 rounds against 5)
+    # are not the same statistic.
+    reps = {label: r.get("repeats") for label, r in sides}
+    for label, _ in sides:
+        if not isinstance(reps[label], int) or reps[label] < 1:
+            found.append(f"{label} does not record its repeats (rounds per workload): {reps[label]!r}")
+            reps[label] = None
+    if None not in reps.values() and reps[labels[0]] != reps[labels[1]]:
+        found.append(f"{labels[0]} ran {reps[labels[0]]} rounds per workload and {labels[1]} {reps[labels[1]]}: "
+                     "medians and spreads over different numbers of runs are not comparable")
+
     common = sorted(names[labels[0]] & names[labels[1]])
     argvs = {label: workload_argv(r) for label, r in sides}
     for label, _ in sides:
@@ -138,6 +168,9 @@ def problems(old, new, ref, labels=("OLD", "NEW")):
                 if not mine:
                     found.append(f"{label}: {w} has no runs under {a}")
                     continue
+                incomplete = rounds_problem(mine, reps[label])
+                if incomplete:
+                    found.append(f"{label}: {w} under {a} {incomplete}")
                 failed = [x for x in mine if x.get("status") != "ok"]
                 if failed:
                     found.append(f"{label}: {w} FAILed under {a} ({len(failed)} of {len(mine)} runs, "

@@ -374,6 +374,11 @@ def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     if base.get("mode") != result["mode"]:
         print(f"\nthe baseline is a {base.get('mode')} run and this a {result['mode']} one: no regression check")
         return None
+    if base.get("repeats") != result["repeats"]:
+        # As compare.py: medians and spreads of other numbers of runs differ.
+        print(f"\nthe baseline ran {base.get('repeats')} rounds per workload and this run {result['repeats']}: "
+              "no regression check")
+        return None
     # Only workloads that ran with the same arguments (sizes) as in the baseline.
     base_argv, argv = compare.workload_argv(base), compare.workload_argv(result)
     names = [w.name for w in workloads if base_argv.get(w.name) is not None and base_argv[w.name] == argv[w.name]]

@@ -134,6 +134,48 @@ class FailsClosed(unittest.TestCase):
                                 "OLD lacks the measure heap_rss in every common workload",
                                 "OLD does not record the workloads' arguments")
 
+    def test_one_of_five_runs_kept(self):
+        new = result()
+        new["runs"] = [r for r in new["runs"]
+                       if not (r["workload"] == "beta" and r["allocator"] == "hakmem" and r["rep"] != 3)]
+        self.assertIncomparable(result(), new, "NEW: beta under hakmem has 1 run(s) for 5 rounds "
+                                "(round(s) 1, 2, 4, 5 missing)")
+        self.assertIncomparable(new, result(), "OLD: beta under hakmem has 1 run(s) for 5 rounds")
+
+    def test_a_peers_round_missing(self):
+        # Not only hakmem and the reference: every compared allocator.
+        new = result()
+        new["runs"] = [r for r in new["runs"]
+                       if not (r["workload"] == "delta" and r["allocator"] == "tcmalloc" and r["rep"] == 5)]
+        self.assertIncomparable(result(), new, "NEW: delta under tcmalloc has 4 run(s) for 5 rounds "
+                                "(round(s) 5 missing)")
+
+    def test_a_round_twice(self):
+        new = result()
+        extra = next(r for r in new["runs"] if r["workload"] == "alpha" and r["allocator"] == "glibc")
+        new["runs"].append(dict(extra))
+        self.assertIncomparable(result(), new, "NEW: alpha under glibc has 6 run(s) for 5 rounds "
+                                "(round(s) 1 more than once)")
+
+    def test_repeats_differ(self):
+        # 2 rounds against 5, each run complete in itself.
+        new = result()
+        new["repeats"] = 2
+        new["runs"] = [r for r in new["runs"] if r["rep"] <= 2]
+        self.assertIncomparable(result(), new, "OLD ran 5 rounds per workload and NEW 2")
+        self.assertIncomparable(new, result(), "OLD ran 2 rounds per workload and NEW 5")
+
+    def test_fewer_rounds_than_repeats_in_every_workload(self):
+        # The result says 5 repeats but holds 2 rounds: not a 2-round run.
+        new = result()
+        new["runs"] = [r for r in new["runs"] if r["rep"] <= 2]
+        self.assertIncomparable(result(), new, "NEW: alpha under hakmem has 2 run(s) for 5 rounds")
+
+    def test_repeats_not_recorded(self):
+        new = result()
+        del new["repeats"]
+        self.assertIncomparable(result(), new, "NEW does not record its repeats")
+
     def test_missing_old_file(self):
         run = subprocess.run([sys.executable, str(COMPARE), "/nonexistent/old.json", "/nonexistent/new.json"],
                              capture_output=True, text=True, timeout=60)
