@@ -83,7 +83,8 @@
 #define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
 #define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
-#define HAK_PAGE_MAX_SLICES    64          /* a medium page spans ≤ 4 MiB    */
+#define HAK_PAGE_MAX_SLICES    16          /* a medium page spans <= 1 MiB (one 1 MiB block) */
+#define HAK_PAGE_TARGET_BYTES  (256 * 1024) /* medium pages hold up to this much (hak_page_slices_for) */
 #define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
 #define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
 

@@ -34,7 +34,9 @@ static void pages_hold_enough_blocks(void) {
     size_t bs = hak_bin_size(bin), slices = hak_page_slices_for(bs);
     size_t span = slices * HAK_SLICE_SIZE, blocks = span / bs;
     CHECKF(slices >= 1 && slices <= HAK_PAGE_MAX_SLICES, "class %zu: %zu slices", bs, slices);
-    CHECKF(blocks >= 4 && blocks <= UINT16_MAX, "class %zu: %zu blocks", bs, blocks);
+    /* Few blocks of the largest classes (see hak_page_slices_for), many of the small ones. */
+    CHECKF(blocks >= 1 && blocks <= UINT16_MAX, "class %zu: %zu blocks", bs, blocks);
+    CHECKF(blocks >= 16 || blocks == 1 || span <= 2 * HAK_PAGE_TARGET_BYTES, "class %zu: %zu blocks in %zu bytes", bs, blocks, span);
     CHECKF((span - blocks * bs) * 8 <= span, "class %zu: page wastes %zu of %zu", bs, span - blocks * bs, span);
   }
 }
