@@ -7,10 +7,10 @@ It fails closed (exit 2, listing every problem) when the runs cannot be
 compared in full: a quick run against a full one, runs of different
 repeats, an allocator or workload present in one run only, a (workload,
 allocator) with fewer runs than its result's repeats, an unknown --ref, a
-workload run with other arguments, a FAIL in either run (any
-allocator, any workload, or the verification pass of a compared allocator),
-or a measure (time,
-peak RSS, heap RSS, a workload's own metric) missing from any run.
+workload run with other arguments, a FAIL in either run (any allocator,
+any workload, or the verification pass of a compared allocator), or a
+measure (time, peak RSS, heap RSS, a workload's own metric) missing from
+any run.
 
 Each workload is judged on hakmem's ratio to a reference peer measured in
 the same run (default glibc), round by round: the runner runs every
@@ -21,7 +21,7 @@ the larger of --threshold (10%) and the spread (max - min) / median of its
 paired ratios in either run. Besides, the geometric mean of the changes
 over all workloads must stay within --geomean-threshold (5%) for time, peak
 RSS and heap RSS, so a uniform small slowdown cannot pass. A regression
-exits 1.
+exits 1. run.py's baseline check uses the same judge() and regressions().
 
     python3 bench/compare.py [OLD.json [NEW.json]] [--threshold 0.10]
                              [--geomean-threshold 0.05] [--ref glibc]
@@ -42,6 +42,9 @@ BASE_MEASURES = {"time": "time_s", "rss": "maxrss_kb", "heap_rss": "heap_rss_kb"
 GEOMEAN_MEASURES = ["time", "rss", "heap_rss"]
 # A workload's own metric, and whether more of it is better (else less is).
 HIGHER_IS_BETTER = {"requests_per_s"}
+# Defaults of the gates, shared with run.py's baseline check.
+THRESHOLD = 0.10           # least worsening of one workload (raised to its spread)
+GEOMEAN_THRESHOLD = 0.05   # least worsening of the geometric mean over the workloads
 
 
 def load(path):
@@ -205,7 +208,7 @@ def noise(ratios):
     return (max(ratios) - min(ratios)) / med
 
 
-def judge(old, new, ref, threshold=0.10, geomean_threshold=0.05, workloads=None):
+def judge(old, new, ref, threshold=THRESHOLD, geomean_threshold=GEOMEAN_THRESHOLD, workloads=None):
     """Rows of (workload, measure, old ratio, new ratio, change, allowed,
     verdict) for every workload and measure both runs have, and the
     geometric-mean rows. Verdicts: "ok", "improved", "REGRESSION"."""
@@ -243,6 +246,9 @@ def print_judgement(rows, geo, geomean_threshold):
 
 
 def regressions(rows, geo):
+    """The regressions in judge()'s verdicts, single workloads and the
+    geometric means alike; any of them fails the comparison (compare.py
+    exits 1, run.py's baseline check too)."""
     return ([f"{w} {m} x{change:.3f}" for w, m, _, _, change, _, v in rows if v == "REGRESSION"]
             + [f"geomean {m} x{g:.3f}" for m, g, _, v in geo if v == "REGRESSION"])
 
@@ -251,11 +257,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", nargs="?", default=str(BENCH_DIR / "baselines" / "baseline.json"))
     ap.add_argument("new", nargs="?")
-    ap.add_argument("--threshold", type=float, default=0.10,
-                    help="least worsening of a workload counted as a regression (default 0.10 = 10%%); "
+    ap.add_argument("--threshold", type=float, default=THRESHOLD,
+                    help=f"least worsening of a workload counted as a regression (default {THRESHOLD}); "
                          "raised to the workload's measured spread")
-    ap.add_argument("--geomean-threshold", type=float, default=0.05,
-                    help="worsening of the geometric mean over all workloads counted as a regression (0.05)")
+    ap.add_argument("--geomean-threshold", type=float, default=GEOMEAN_THRESHOLD,
+                    help="worsening of the geometric mean over all workloads counted as a regression "
+                         f"(default {GEOMEAN_THRESHOLD})")
     ap.add_argument("--ref", default="glibc", help="peer that hakmem's ratio is taken to (default glibc)")
     args = ap.parse_args(argv)
     new_path = args.new or newest_result()

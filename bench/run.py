@@ -366,7 +366,9 @@ def print_summary(summ, best_by_workload, total_workloads):
 def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     """Judges each workload against the baseline like compare.py; a flagged
     workload is measured again and counts only if the re-run is flagged
-    too. Returns the record stored in the result (None if no check)."""
+    too; a geometric mean flagged as a regression counts as it is. Returns
+    the record stored in the result (None if no check); its "regressions"
+    fail the run."""
     if not baseline.exists():
         print(f"\nno baseline ({baseline}): no regression check")
         return None
@@ -386,31 +388,52 @@ def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     flagged = sorted({row[0] for row in rows if row[-1] == "REGRESSION"})
     compared = sorted({row[0] for row in rows})
     print(f"\nAgainst the baseline ({base.get('commit')}; hakmem / glibc paired by round, "
-          f"threshold the larger of 10% and the spread): {len(compared)} workloads compared"
+          f"threshold the larger of {compare.THRESHOLD:.0%} and the spread, "
+          f"geometric mean +{compare.GEOMEAN_THRESHOLD:.0%}): {len(compared)} workloads compared"
           + (f"; not comparable (absent from the baseline, other arguments, or no hakmem/glibc data): "
              f"{', '.join(w.name for w in workloads if w.name not in compared)}" if len(compared) < len(workloads) else ""))
-    for m, g, n, verdict in geo:
-        print(f"  geomean change {m:<9} {g:6.3f} over {n} workloads  {verdict}")
     rerun = {}
-    confirmed = []
     for name in flagged:
         print(f"  {name}: flagged ({', '.join(f'{r[1]} x{r[4]:.3f}' for r in rows if r[0] == name and r[-1] == 'REGRESSION')}); "
               "re-running to confirm")
         w = next(x for x in workloads if x.name == name)
-        runs, _, _ = measure(w, allocators, repeats, rng, ctx)
-        rerun[name] = runs
-        again = dict(result, runs=[r for r in result["runs"] if r["workload"] != name] + runs)
-        rows2, _ = compare.judge(base, again, "glibc", workloads=[name])
-        still = [r for r in rows2 if r[-1] == "REGRESSION"]
-        if still:
-            confirmed.append(name)
-        print(f"  {name}: " + ("CONFIRMED regression: " + ", ".join(f"{r[1]} x{r[4]:.3f}" for r in still)
-                               if still else "not confirmed by the re-run (noise)"))
+        rerun[name], _, _ = measure(w, allocators, repeats, rng, ctx)
     if not flagged:
         print("  no workload flagged")
+    # The verdict, as compare.py's: the re-run of a flagged workload takes
+    # the place of its first run, so it counts only if the re-run is flagged
+    # too; the geometric mean over all compared workloads counts as it is
+    # (a uniform slowdown flags no single workload).
+    final = dict(result, runs=[r for r in result["runs"] if r["workload"] not in rerun]
+                 + [r for runs in rerun.values() for r in runs])
+    rows, geo = compare.judge(base, final, "glibc", workloads=names)
+    confirmed = sorted({row[0] for row in rows if row[-1] == "REGRESSION"})
+    for name in flagged:
+        still = [r for r in rows if r[0] == name and r[-1] == "REGRESSION"]
+        print(f"  {name}: " + ("CONFIRMED regression: " + ", ".join(f"{r[1]} x{r[4]:.3f}" for r in still)
+                               if still else "not confirmed by the re-run (noise)"))
+    for m, g, n, verdict in geo:
+        print(f"  geomean change {m:<9} {g:6.3f} over {n} workloads  {verdict}"
+              + (" (with the re-runs)" if rerun else ""))
+    found = compare.regressions(rows, geo)
+    print(f"  regression(s): {', '.join(found)}" if found else "  no regression")
     return {"baseline": base.get("commit"), "compared": compared, "flagged": flagged, "confirmed": confirmed,
             "geomean": [{"measure": m, "change": g, "workloads": n, "verdict": v} for m, g, n, v in geo],
-            "rerun_runs": rerun}
+            "regressions": found, "rerun_runs": rerun}
+
+
+def exit_status(runs, verify, excluded, check):
+    """1 if a run failed, hakmem's or a kept peer's verification pass
+    failed, or the baseline check found a regression (a confirmed workload
+    or a geometric mean, compare.regressions), else 0."""
+    failed = (sum(1 for r in runs if r["status"] != "ok")
+              + sum(1 for a, v in verify.items() if v["status"] != "ok" and a not in excluded))
+    if failed:
+        print(f"{failed} failed run(s)", file=sys.stderr)
+    found = check["regressions"] if check else []
+    if found:
+        print(f"regression(s) against the baseline: {', '.join(found)}", file=sys.stderr)
+    return 1 if failed or found else 0
 
 
 def main():
@@ -524,13 +547,7 @@ def main():
         BASELINE.parent.mkdir(exist_ok=True)
         shutil.copyfile(json_path, BASELINE)
         print(f"baseline: {BASELINE.relative_to(ROOT)}")
-    failed = (sum(1 for r in runs if r["status"] != "ok")
-              + sum(1 for a, v in verify.items() if v["status"] != "ok" and a not in excluded))
-    if failed:
-        print(f"{failed} failed run(s)", file=sys.stderr)
-    if check and check["confirmed"]:
-        print(f"confirmed regression(s) against the baseline: {', '.join(check['confirmed'])}", file=sys.stderr)
-    return 1 if failed or (check and check["confirmed"]) else 0
+    return exit_status(runs, verify, excluded, check)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,13 @@ import sys
 import tempfile
 import unittest
 from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
 
 COMPARE = Path(__file__).resolve().parent.parent / "compare.py"
 sys.path.insert(0, str(COMPARE.parent))
 import compare as compare_py  # noqa: E402
+import run as run_py  # noqa: E402
 ALLOCATORS = ["glibc", "hakmem", "mimalloc", "tcmalloc"]
 WORKLOADS = {"alpha": [], "beta": [], "gamma": [], "delta": [], "memreturn": ["rss_after_free_kb"]}
 JITTER = [1.00, 1.01, 0.99, 1.02, 0.98]  # per round: a 4% spread
@@ -208,6 +211,69 @@ class JudgedAgainstNoise(unittest.TestCase):
         code, out = compare(result(), result(hakmem_time={w: 0.8 for w in WORKLOADS}))
         self.assertEqual(code, 0, out)
         self.assertIn("improved", out)
+
+
+class RunPyBaselineCheck(unittest.TestCase):
+    """run.py judges its run against the baseline with compare.py's gates
+    (compare.judge and compare.regressions) and exits 1 on a regression:
+    a flagged workload whose re-run is flagged too, or a geometric mean."""
+
+    def check(self, new, rerun=None):
+        """run.check_baseline of `new` against result() as the baseline; a
+        flagged workload's re-run returns rerun's runs of it."""
+        def measure(w, allocators, repeats, rng, ctx):
+            self.assertIsNotNone(rerun, f"{w.name} re-run unexpectedly")
+            return [r for r in rerun["runs"] if r["workload"] == w.name], [], "glibc"
+        workloads = [SimpleNamespace(name=w) for w in WORKLOADS]
+        with tempfile.TemporaryDirectory() as d:
+            base = Path(d) / "baseline.json"
+            base.write_text(json.dumps(result()))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out), \
+                    mock.patch.object(run_py, "measure", measure):
+                check = run_py.check_baseline(base, new, workloads, [], new["repeats"], None, None)
+                code = run_py.exit_status(new["runs"], new["verify"], {}, check)
+        return code, check, out.getvalue()
+
+    def test_identical_run_passes(self):
+        code, check, out = self.check(result())
+        self.assertEqual(code, 0, out)
+        self.assertEqual(check["regressions"], [])
+
+    def test_uniform_8_percent_slowdown_fails_the_run(self):
+        # No single workload is flagged (none re-run), only the geomean.
+        code, check, out = self.check(result(hakmem_time={w: 1.08 for w in WORKLOADS}))
+        self.assertEqual(code, 1, out)
+        self.assertEqual(check["flagged"], [])
+        self.assertEqual(check["regressions"], ["geomean time x1.080"])
+        self.assertIn("regression(s) against the baseline: geomean time x1.080", out)
+
+    def test_same_verdict_as_compare_py(self):
+        new = result(hakmem_time={w: 1.08 for w in WORKLOADS})
+        code, out = compare(result(), new)
+        self.assertEqual(code, 1, out)
+        self.assertIn("1 regression(s): geomean time x1.080", out)
+
+    def test_confirmed_workload_fails_the_run(self):
+        slow = result(hakmem_time={"beta": 1.3})
+        code, check, out = self.check(slow, rerun=slow)
+        self.assertEqual(code, 1, out)
+        self.assertEqual(check["confirmed"], ["beta"])
+        self.assertIn("beta time x1.300", check["regressions"])
+
+    def test_workload_not_confirmed_by_its_rerun_passes(self):
+        code, check, out = self.check(result(hakmem_time={"beta": 1.3}), rerun=result())
+        self.assertEqual(code, 0, out)
+        self.assertEqual((check["flagged"], check["confirmed"], check["regressions"]), (["beta"], [], []))
+        self.assertIn("not confirmed by the re-run", out)
+
+    def test_other_repeats_are_not_judged(self):
+        new = result(hakmem_time={w: 1.08 for w in WORKLOADS})
+        new["repeats"] = 2
+        new["runs"] = [r for r in new["runs"] if r["rep"] <= 2]
+        code, check, out = self.check(new)
+        self.assertIsNone(check)
+        self.assertIn("no regression check", out)
 
 
 if __name__ == "__main__":
