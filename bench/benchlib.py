@@ -78,12 +78,14 @@ def find_library(package, soname):
     return None
 
 
-def find_allocators(build_dir, note=print):
-    """The allocators available here, in report order; notes the missing."""
+def find_allocators(build_dir, note=print, hakmem_version=None):
+    """The allocators available here, in report order; notes the missing.
+    hakmem's version is hakmem_version (run.py passes the commit it records
+    for the run), else the commit of the build's source tree."""
     found = [Allocator("glibc", "", package_version("libc6"))]
     hakmem = Path(build_dir) / "libhakmem.so"
     if hakmem.exists():
-        found.append(Allocator("hakmem", str(hakmem), git_commit()))
+        found.append(Allocator("hakmem", str(hakmem), hakmem_version or git_commit(source_dir(build_dir))))
     else:
         note(f"note: {hakmem} not found (run `make build`); hakmem is left out")
     for name, package, soname in PEERS:
@@ -106,13 +108,47 @@ def package_version(package):
         return "unknown"  # not a dpkg system
 
 
+def cmake_cache(build_dir, name):
+    """A variable of the build directory's CMakeCache.txt, or None."""
+    try:
+        m = re.search(rf"^{name}:\w+=(.*)$", (Path(build_dir) / "CMakeCache.txt").read_text(), re.M)
+        return m.group(1) if m else None
+    except OSError:
+        return None
+
+
 def build_type(build_dir):
     """CMAKE_BUILD_TYPE of the build directory hakmem came from."""
-    try:
-        m = re.search(r"^CMAKE_BUILD_TYPE:\w+=(.*)$", (Path(build_dir) / "CMakeCache.txt").read_text(), re.M)
-        return m.group(1) if m else "unknown"
-    except OSError:
-        return "unknown"
+    return cmake_cache(build_dir, "CMAKE_BUILD_TYPE") or "unknown"
+
+
+def source_dir(build_dir):
+    """The source tree the build directory was configured from, else this
+    checkout."""
+    src = cmake_cache(build_dir, "CMAKE_HOME_DIRECTORY")
+    return Path(src) if src and Path(src).is_dir() else ROOT
+
+
+# What libhakmem.so is built from, relative to the source tree.
+LIBRARY_SOURCES = ["src", "include", "CMakeLists.txt"]
+
+
+def stale_build(build_dir, source):
+    """Whether build_dir's libhakmem.so is older than the newest file it is
+    built from (it was not rebuilt after an edit), and that file:
+    (stale, path relative to source); (False, None) without a library."""
+    lib = Path(build_dir) / "libhakmem.so"
+    if not lib.exists():
+        return False, None
+    files = []
+    for part in LIBRARY_SOURCES:
+        p = Path(source) / part
+        files += [f for f in p.rglob("*") if f.is_file() and not f.name.startswith(".")] if p.is_dir() \
+            else [p] if p.is_file() else []
+    if not files:
+        return False, None
+    newest = max(files, key=lambda f: f.stat().st_mtime)
+    return newest.stat().st_mtime > lib.stat().st_mtime, str(newest.relative_to(source))
 
 
 def load_average():
@@ -226,12 +262,12 @@ def machine_info():
             "python": platform.python_version()}
 
 
-def git_commit():
-    """HEAD's short hash, with "-dirty" if any file differs from it,
-    untracked files included; result files (bench/results/) do not count,
-    since runs leave them there untracked."""
+def git_commit(root=ROOT):
+    """HEAD's short hash of the checkout at root, with "-dirty" if any file
+    differs from it, untracked files included; result files (bench/results/)
+    do not count, since runs leave them there untracked."""
     def git(*args):
-        return run_helper(["git", "-C", str(ROOT)] + list(args), capture_output=True, text=True)
+        return run_helper(["git", "-C", str(root)] + list(args), capture_output=True, text=True)
     head = git("rev-parse", "--short", "HEAD")
     commit = head.stdout.strip() if head.returncode == 0 else "nocommit"
     changed = [line for line in git("status", "--porcelain", "--untracked-files=all").stdout.splitlines()

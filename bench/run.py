@@ -458,7 +458,16 @@ def main():
     launcher = bench_bin / "launch"
     if not launcher.exists():
         sys.exit(f"run.py: {launcher} not found; build the workloads first (`make build`)")
-    allocators = benchlib.find_allocators(build, note=lambda s: print(s, file=sys.stderr))
+    # The commit is taken once, now: the build being measured (hakmem's
+    # version and the result's commit are this one value).
+    source = benchlib.source_dir(build)
+    commit = benchlib.git_commit(source)
+    stale, newest_source = benchlib.stale_build(build, source)
+    stale_note = (f"warning: {build / 'libhakmem.so'} is older than {source / str(newest_source)}: the library "
+                  f"measured is not built from the source of {commit}; rebuild it (`make build`)") if stale else ""
+    if stale:
+        print(stale_note, file=sys.stderr)
+    allocators = benchlib.find_allocators(build, note=lambda s: print(s, file=sys.stderr), hakmem_version=commit)
     if args.allocators:
         wanted = args.allocators.split(",")
         unknown = set(wanted) - {a.name for a in allocators}
@@ -512,7 +521,6 @@ def main():
     for name, why in excluded.items():
         print(f"left out: {name}, which failed the verification pass: {why}")
 
-    commit = benchlib.git_commit()
     result = {"machine": benchlib.machine_info(), "commit": commit, "date": benchlib.now_stamp(),
               "mode": "quick" if args.quick else "full", "repeats": repeats,
               "allocators": {a.name: a.preload for a in allocators},
@@ -529,8 +537,10 @@ def main():
         "env_set": {"LD_PRELOAD": "the allocator's library (none for glibc; libc.so.6 for redis)",
                     **{f"{w.name}": w.env for w in workloads if w.env}},
         "versions": {a.name: a.version for a in allocators},
-        "hakmem": {"commit": commit, "build_type": benchlib.build_type(build),
-                   "library": next((a.preload for a in allocators if a.name == "hakmem"), None)},
+        "hakmem": {"commit": commit, "source": str(source), "build_type": benchlib.build_type(build),
+                   "library": next((a.preload for a in allocators if a.name == "hakmem"), None),
+                   "newest_source": newest_source},
+        "stale_build": stale,
         "heap_floor_kb": HEAP_FLOOR_KB, "timeout_s": args.timeout,
         "loadavg_before": load_before, "loadavg_after": benchlib.load_average()}
     scratch.cleanup()
@@ -543,6 +553,8 @@ def main():
     svgchart.write(svg_path, result)
     print(f"\nload average before {load_before}, after {result['conditions']['loadavg_after']}")
     print(f"results: {json_path.relative_to(ROOT)}\nchart:   {svg_path.relative_to(ROOT)}")
+    if stale:
+        print(stale_note, file=sys.stderr)
     if args.save_baseline:
         BASELINE.parent.mkdir(exist_ok=True)
         shutil.copyfile(json_path, BASELINE)

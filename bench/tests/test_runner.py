@@ -2,7 +2,8 @@
 """The runner's own conditions (bench/run.py and its helpers), without any
 peer allocator or built program: helper processes such as the redis load
 client get the scrubbed environment, not the caller's LD_PRELOAD or
-allocator tuning."""
+allocator tuning; the commit is taken once for the build measured, and a
+library older than its sources is noticed."""
 import json
 import os
 import stat
@@ -75,6 +76,60 @@ class HelpersGetTheScrubbedEnvironment(unittest.TestCase):
             for call in ("subprocess.run(", "subprocess.Popen(", "check_output(", "check_call(",
                          "os.system(", "os.exec", "os.spawn", "os.popen("):
                 self.assertNotIn(call, text, f"{name} starts a process with {call}")
+
+
+class BuildMeasured(unittest.TestCase):
+    def make_tree(self, d, lib_age, source_age):
+        """A source tree with src/page.c and a build directory b/ whose
+        libhakmem.so is lib_age seconds old and the source source_age."""
+        src, build = Path(d) / "tree", Path(d) / "tree" / "b"
+        (src / "src").mkdir(parents=True)
+        build.mkdir()
+        (src / "CMakeLists.txt").write_text("project(hakmem)\n")
+        (src / "src" / "page.c").write_text("int x;\n")
+        (build / "libhakmem.so.0.1.0").write_text("")
+        (build / "libhakmem.so").symlink_to("libhakmem.so.0.1.0")
+        (build / "CMakeCache.txt").write_text(f"CMAKE_BUILD_TYPE:STRING=Release\n"
+                                              f"CMAKE_HOME_DIRECTORY:INTERNAL={src}\n")
+        now = 1_800_000_000
+        os.utime(src / "CMakeLists.txt", (now - 1000, now - 1000))
+        os.utime(src / "src" / "page.c", (now - source_age, now - source_age))
+        os.utime(build / "libhakmem.so.0.1.0", (now - lib_age, now - lib_age))
+        return src, build
+
+    def test_fresh_build(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, build = self.make_tree(d, lib_age=10, source_age=100)
+            self.assertEqual(benchlib.source_dir(build), src)
+            self.assertEqual(benchlib.stale_build(build, src), (False, "src/page.c"))
+
+    def test_library_older_than_a_source_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, build = self.make_tree(d, lib_age=100, source_age=10)
+            self.assertEqual(benchlib.stale_build(build, src), (True, "src/page.c"))
+
+    def test_no_library(self):
+        with tempfile.TemporaryDirectory() as d:
+            src, build = self.make_tree(d, lib_age=100, source_age=10)
+            (build / "libhakmem.so").unlink()
+            self.assertEqual(benchlib.stale_build(build, src), (False, None))
+
+    def test_source_dir_without_cache(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(benchlib.source_dir(d), benchlib.ROOT)
+
+    def test_hakmem_version_is_the_commit_recorded(self):
+        with tempfile.TemporaryDirectory() as d:
+            _, build = self.make_tree(d, lib_age=10, source_age=100)
+            found = benchlib.find_allocators(build, note=lambda s: None, hakmem_version="abc1234-dirty")
+        self.assertEqual(next(a.version for a in found if a.name == "hakmem"), "abc1234-dirty")
+
+    def test_run_py_takes_the_commit_once(self):
+        # At the start, for the result's commit, hakmem's version and the
+        # conditions alike (it used to take it again at the end).
+        text = (BENCH / "run.py").read_text()
+        self.assertEqual(text.count("git_commit("), 1)
+        self.assertIn("hakmem_version=commit", text)
 
 
 if __name__ == "__main__":
