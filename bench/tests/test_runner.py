@@ -17,6 +17,7 @@ BENCH = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(BENCH))
 import benchlib  # noqa: E402
 import redisload  # noqa: E402
+import run  # noqa: E402
 
 # What a caller may have set; none of it may reach a helper.
 CALLER = {"LD_PRELOAD": "/nonexistent/libcaller.so", "MALLOC_CONF": "narenas:1", "HAKMEM_VERBOSE": "1",
@@ -130,6 +131,19 @@ class BuildMeasured(unittest.TestCase):
         text = (BENCH / "run.py").read_text()
         self.assertEqual(text.count("git_commit("), 1)
         self.assertIn("hakmem_version=commit", text)
+
+
+class WorkloadSizes(unittest.TestCase):
+    def test_bigchurn_is_repeated_churn(self):
+        # 20 live blocks (bigchurn.c's default --slots): the full run
+        # replaces each ~20 times, the quick one ~3 times, so the churn and
+        # not the first fill of the slots is what is measured.
+        w = next(x for x in run.WORKLOADS if x.name == "bigchurn")
+        def ops(argv):
+            self.assertFalse(any(a.startswith("--slots=") for a in argv))
+            return int(next(a for a in argv if a.startswith("--ops=")).split("=")[1])
+        self.assertGreaterEqual(ops(w.full) / 20, 20)
+        self.assertGreaterEqual(ops(w.quick) / 20, 3)
 
 
 if __name__ == "__main__":
