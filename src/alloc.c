@@ -43,7 +43,14 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     void *p = NULL;
     if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
-      hak_page_t *page = heap->queues[hak_bin_of(size)].first;
+      size_t bin = hak_bin_of(size);
+      hak_block_t *b = heap->recent[bin];
+      if (b != NULL) {   /* still in this core's cache, likely */
+        heap->recent[bin] = NULL;
+        b->free_tag = 0;
+        return b;
+      }
+      hak_page_t *page = heap->queues[bin].first;
       if (page != NULL) p = page_pop(page);
     }
     if (p != NULL) return p;

@@ -193,11 +193,48 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   }
 }
 
+/* A medium block this thread freed waits in heap->recent[its class] until
+ * the next malloc of the class takes it back (while its lines are still in
+ * this core's cache: a page's free list hands out blocks freed long ago)
+ * or the next free of the class replaces it. Meanwhile it is tagged free
+ * (so a second free is caught) and still counted used by its page (so the
+ * page stays; it may change hands if it goes full and is given up). */
+#define HAK_RECENT_MAX (32 * 1024)
+
+static void recent_release(hak_heap_t *heap, hak_block_t *b) {
+  hak_page_t *page = hak_page_of(hak_segment_of(b), b);
+  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
+  if (owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page))) {
+    hak_block_set_next(page, b, page->local_free);
+    page->local_free = b;
+    release_local(heap, page);
+  } else {
+    hak_page_free_remote(page, b);
+  }
+}
+
+static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  mark_free(b, page);
+  hak_block_t *old = heap->recent[page->bin];
+  heap->recent[page->bin] = b;
+  if (old != NULL) recent_release(heap, old);
+}
+
+void hak_heap_flush_recent(hak_heap_t *heap) {
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    hak_block_t *b = heap->recent[bin];
+    heap->recent[bin] = NULL;
+    if (b != NULL) recent_release(heap, b);
+  }
+}
+
 /* A free into a page this heap owns, or owned last and gave up full: a
  * live page of blocks, so hak_page_block_of alone checks p exactly. */
 static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
   if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
-    free_local(heap, page, (hak_block_t *)p);
+    if (page->slice_count > 1 && page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking))
+      keep_recent(heap, page, (hak_block_t *)p);
+    else free_local(heap, page, (hak_block_t *)p);
     return;
   }
   free_searched(p, heap);

@@ -459,6 +459,7 @@ typedef struct hak_heap_s {
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   uint32_t generic_calls;                /* paces the checks for due work */
+  hak_block_t *recent[HAK_BINS];         /* medium classes: the block this thread freed last (free.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;
@@ -686,6 +687,7 @@ HAK_INTERNAL void hak_purger_fork_child(void);
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
+HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap);
 
 /* init.c */
 HAK_INTERNAL void hak_process_init(void);

@@ -271,7 +271,10 @@ void hak_purge_due_work(hak_heap_t *heap) {
  * cached huge blocks. */
 void hak_collect(void) {
   hak_heap_t *own = hak_heap_get();
-  if (own != &hak_heap_empty) hak_heap_free_empty_pages(own);
+  if (own != &hak_heap_empty) {
+    hak_heap_flush_recent(own);
+    hak_heap_free_empty_pages(own);
+  }
   hak_heap_t *shared = hak_heap_shared();
   hak_heap_free_empty_pages(shared);
   hak_reclaim_sweep(own != &hak_heap_empty ? own : shared, true, true);
