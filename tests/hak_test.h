@@ -401,6 +401,23 @@ static inline void hak_queue_close(hak_queue *q)
 
 /* ---- threads and children ----------------------------------------------- */
 
+/* A thread's first small blocks (HAK_YOUNG_ALLOCS = 64 of them, src/heap.c)
+ * come from a heap it shares with the other threads that have none of their
+ * own, and their frees take the generic, cross-thread way. A test of the
+ * owner's free fast path first calls this: it allocates and frees past that
+ * count, so the thread's next small blocks come from pages of its own heap
+ * and its frees of them reach the fast path. (Through the standard API
+ * only: with HAK_TEST_LIBC it does no harm.) */
+#define HAK_TEST_YOUNG_ALLOCS 64   /* src/internal.h's HAK_YOUNG_ALLOCS; tests that include it check */
+
+static inline void hak_thread_own_heap(void)
+{
+    enum { N = 2 * HAK_TEST_YOUNG_ALLOCS };   /* with room for allocations made before */
+    void *blocks[N];
+    for (size_t i = 0; i < N; i++) CHECK((blocks[i] = malloc(16)) != NULL);
+    for (size_t i = 0; i < N; i++) free(blocks[i]);
+}
+
 static inline pthread_t hak_thread_start(void *(*fn)(void *), void *arg)
 {
     pthread_t t;

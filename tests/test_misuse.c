@@ -17,6 +17,7 @@
 #include "hak_test.h"
 #ifndef HAK_TEST_LIBC
 #include "internal.h"   /* HAK_SEGMENT_SIZE, HAK_META_SIZE: the guard page */
+_Static_assert(HAK_TEST_YOUNG_ALLOCS >= HAK_YOUNG_ALLOCS, "hak_thread_own_heap allocates too few");
 #endif
 
 enum { DEFAULT = 1, SECURE = 2 };
@@ -38,8 +39,14 @@ enum { DEFAULT = 1, SECURE = 2 };
 
 /* ---- overflows: the bytes right after the request ------------------------ */
 
+/* Each case first gives the child's thread a heap of its own
+ * (hak_thread_own_heap): small blocks then come from the thread's own pages,
+ * whose frees take the owner's fast path, and not from the shared heap a
+ * thread starts on, whose frees all take the generic path. */
+
 static void overflow_of(size_t size, size_t by)
 {
+    hak_thread_own_heap();
     char *p = malloc(size);
     CHECK(p != NULL);
     memset(p, 1, size);
@@ -57,6 +64,7 @@ static void overflow_32_large(void) { overflow_of(LARGE, 32); }
 
 static void overflow_1_then_realloc(void)
 {
+    hak_thread_own_heap();
     char *p = malloc(SMALL);
     CHECK(p != NULL);
     hak_announce(p);
@@ -70,6 +78,7 @@ static void underflow_of(size_t size)
 {
     enum { N = 256 };
     size_t n = size <= 1024 ? N : 4;
+    hak_thread_own_heap();
     char *blocks[N];
     for (size_t i = 0; i < n; i++) CHECK((blocks[i] = malloc(size)) != NULL);
     /* The closest two blocks are neighbours of one page (fresh blocks may be
@@ -95,6 +104,7 @@ static void underflow_medium(void) { underflow_of(MEDIUM); }
 
 static void use_after_free_write_of(size_t size)
 {
+    hak_thread_own_heap();
     char *p = malloc(size);
     CHECK(p != NULL);
     memset(p, 1, size);
@@ -112,6 +122,7 @@ static void use_after_free_write_large(void) { use_after_free_write_of(LARGE); }
 
 static void double_free_of(size_t size)
 {
+    hak_thread_own_heap();
     char *p = malloc(size);
     CHECK(p != NULL);
     hak_announce(p);
@@ -125,6 +136,7 @@ static void double_free_large(void) { double_free_of(LARGE); }
 
 static void interior_free_of(size_t size, size_t offset)
 {
+    hak_thread_own_heap();
     char *p = malloc(size);
     CHECK(p != NULL);
     hak_announce(p + offset);
