@@ -12,7 +12,7 @@
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block
- * after publishing it (shared/LESSONS.md §3): once pushed, another thread
+ * after publishing it (docs/design.md §5.2): once pushed, another thread
  * may already reuse it. */
 #include "internal.h"
 

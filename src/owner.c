@@ -1,5 +1,5 @@
 /* Who owns a page: the cross-thread ownership protocol, whole (docs/design.md
- * §5, shared/LESSONS.md §3-8).
+ * §5, and the rules it keeps with their reasons, §5.1-5.4).
  *
  *   hak_page_free_remote   a free from another thread: lock-free push on
  *                          page->xthread_free, which also reads the page's

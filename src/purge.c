@@ -22,7 +22,7 @@
  *
  * Who: a background purger thread (HAKMEM_BACKGROUND=1, the default), so
  * that memory goes back on time even if the program never calls the
- * allocator again (shared/LESSONS.md §18). It
+ * allocator again (docs/design.md §7a). It
  * - starts lazily, from an allocation's slow path with no lock held, once
  *   hakmem holds HAK_PURGER_START_BYTES or has memory to return: a small or
  *   single-threaded program never has it, and a program that counts its

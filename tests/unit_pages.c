@@ -79,7 +79,7 @@ static void remote_frees_are_collected_by_the_owner(void) {
 
 /* A thread fills a page, moves on to a new one (so the full page is given
  * up), hands its blocks over and then stays idle: the case where pushing
- * frees to the owner would strand them (shared/LESSONS.md §4). */
+ * frees to the owner would strand them (docs/design.md §5.1). */
 static pthread_barrier_t filled, done;
 
 static void *fill_and_idle(void *arg) {
