@@ -183,7 +183,11 @@ void hak_heap_thread_done(hak_heap_t *heap) {
 /* ------------------------------------------------------------ page queues */
 
 /* The queues and the direct table that mirrors their heads change together,
- * here only. */
+ * here only; so does page->alone, of each page whose links they change. */
+
+static void queue_note_alone(hak_page_t *page) {
+  if (page != NULL) page->alone = page->next == NULL && page->prev == NULL && page->slice_count == 1;
+}
 
 void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_t *q = &heap->queues[page->bin];
@@ -191,6 +195,8 @@ void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
   page->next = q->first;
   if (q->first) q->first->prev = page; else q->last = page;
   q->first = page;
+  queue_note_alone(page);
+  queue_note_alone(page->next);
   hak_heap_update_direct(heap, page->bin);
 }
 
@@ -201,6 +207,8 @@ void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page) {
   page->prev = q->last;
   q->last->next = page;
   q->last = page;
+  queue_note_alone(page);
+  queue_note_alone(page->prev);
 }
 
 void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
@@ -208,7 +216,10 @@ void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
   bool was_first = q->first == page;
   if (page->prev) page->prev->next = page->next; else q->first = page->next;
   if (page->next) page->next->prev = page->prev; else q->last = page->prev;
+  queue_note_alone(page->prev);
+  queue_note_alone(page->next);
   page->next = page->prev = NULL;
+  page->alone = false;   /* out of every queue */
   if (was_first) hak_heap_update_direct(heap, page->bin);
 }
 

@@ -225,6 +225,7 @@ typedef struct hak_page_s {
   _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) */
   uint8_t span_kind;
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
+  bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if HAKMEM_SECURE
   uintptr_t secret;                      /* page: encodes its free-list links (secure.h) */
 #endif
@@ -591,12 +592,11 @@ HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
 HAK_INTERNAL void hak_page_free_span(hak_heap_t *heap, hak_page_t *page);
 
-/* An empty page that is the only one in its queue (no links) and small is
- * kept: freeing it and taking it back on the next malloc would thrash.
- * Decided from the page's own cache line, without the heap. */
-static inline bool hak_page_keep_when_empty(const hak_page_t *page) {
-  return page->next == NULL && page->prev == NULL && page->slice_count == 1;
-}
+/* An empty page that is the only one in its queue and small is kept:
+ * freeing it and taking it back on the next malloc would thrash. One byte
+ * of the page's own cache line says so (page->alone, kept by the queue
+ * operations), so the free that empties it tests one flag. */
+static inline bool hak_page_keep_when_empty(const hak_page_t *page) { return page->alone; }
 
 /* owner.c: how pages move between threads */
 HAK_INTERNAL void hak_page_free_remote(hak_page_t *page, hak_block_t *b);

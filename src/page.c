@@ -75,6 +75,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
+  page->alone = false;   /* until it is queued */
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
 #if HAKMEM_SECURE
@@ -193,6 +194,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
   if (page->span_kind != HAK_SPAN_PAGE || page->block_size != hak_bin_size(page->bin)) return false;
   if (page->reserved != page->slice_count * HAK_SLICE_SIZE / page->block_size) return false;
   if (page->capacity > page->reserved || hak_page_used(page) > page->capacity) return false;
+  if (page->alone && (page->next != NULL || page->prev != NULL || page->slice_count != 1)) return false;
   size_t count = 0;
   if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->local_free, &count))
     return false;
