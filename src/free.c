@@ -150,11 +150,11 @@ static HAK_NOINLINE void free_counted(hak_heap_t *heap, hak_page_t *page, hak_bl
     if (hak_tracking) hak_track_close(b);   /* before the page may change hands */
     release_local(heap, page);
   } else {
-    free_remote(page, b);   /* its link stays open until its owner collects it */
+    free_remote(page, b);   /* its link stays open until its owner gathers it */
   }
 }
 
-/* A free into a page this heap gave up full, which nobody took since: take
+/* A free into a page this heap abandoned full, which nobody took since: take
  * it back, so that its further frees are local again. */
 static bool take_back(hak_heap_t *heap, hak_page_t *page) {
   if (heap == &hak_heap_empty || !hak_page_try_readopt(heap, page)) return false;
@@ -198,7 +198,7 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
  * this core's cache: a page's free list hands out blocks freed long ago)
  * or the next free of the class replaces it. Meanwhile it is tagged free
  * (so a second free is caught) and still counted used by its page (so the
- * page stays; it may change hands if it goes full and is given up). */
+ * page stays; it may change hands if it goes full and is abandoned). */
 #define HAK_RECENT_MAX (32 * 1024)
 
 static void recent_release(hak_heap_t *heap, hak_block_t *b) {
@@ -228,7 +228,7 @@ void hak_heap_flush_recent(hak_heap_t *heap) {
   }
 }
 
-/* A free into a page this heap owns, or owned last and gave up full: a
+/* A free into a page this heap owns, or owned last and abandoned full: a
  * live page of blocks, so hak_page_block_of alone checks p exactly. */
 static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
   if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
@@ -242,7 +242,7 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
 
 /* Every free the fast path does not take. Most are of this thread's
  * pages of several slices (classes above HAK_SMALL_MAX), which the fast
- * path's check leaves out, or of its full pages it gave up: free_own;
+ * path's check leaves out, or of its full pages it abandoned: free_own;
  * the rest, free_searched. (Both tail calls: a free of another thread's
  * block pays a few instructions for the test.) */
 void hak_free_generic(void *p, hak_heap_t *heap) {

@@ -22,7 +22,11 @@
  *   init.c     process start-up, fork, thread exit hooks
  *   options.c  HAKMEM_* options and messages
  *   stats.c    counters and the report (mallinfo2, malloc_stats)
- */
+ *
+ * The vocabulary (segment, slice, span, page, heap, owner, abandoned,
+ * published, adopt, gather, collect, purge, and the tiers small / medium /
+ * large / huge) is defined once, in docs/design.md §1; every comment uses
+ * those words in that sense only. */
 #ifndef HAKMEM_INTERNAL_H
 #define HAKMEM_INTERNAL_H
 
@@ -140,7 +144,7 @@ struct hak_arena_s;
 /* Ownership state of a page, kept in the low bits of page->xthread_free so
  * that a remote free pushes its block and reads the state in one CAS. */
 enum {
-  HAK_XSTATE_ACTIVE    = 0,  /* owned by a heap; its owner collects remote frees */
+  HAK_XSTATE_ACTIVE    = 0,  /* owned by a heap; its owner gathers remote frees */
   HAK_XSTATE_ABANDONED = 1,  /* no owner and not queued: the next remote free publishes it */
   HAK_XSTATE_PUBLISHED = 2,  /* no owner, in its class's reclaim queue for adoption */
   HAK_XSTATE_MASK      = 3,
@@ -195,9 +199,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   and span_kind of the page its block came from: written before the
  *   block was handed out, so ordered by the hand-over itself.)
  * - used counts blocks handed out and not yet back on free/local_free:
- *   blocks sitting in xthread_free still count until the owner collects them.
+ *   blocks sitting in xthread_free still count until the owner gathers them.
  *   So used == 0 means no live block, and no remote free can still arrive.
- * - An owned page has state ACTIVE. Only its owner gives it up (to
+ * - An owned page has state ACTIVE. Only its owner abandons it (to
  *   ABANDONED, or to PUBLISHED if it has room); the remote free that finds
  *   it ABANDONED moves it to PUBLISHED and queues it; only a popper of the
  *   reclaim queue, or the last owner re-adopting on free, moves it back to
@@ -670,7 +674,7 @@ HAK_INTERNAL void hak_note_sweep_news_slow(void);
 static inline void hak_note_sweep_news(void) {
   if (!atomic_load_explicit(&hak_sweep_news, memory_order_relaxed)) hak_note_sweep_news_slow();
 }
-/* A block was freed into a page its owner holds: the owner collects it only
+/* A block was freed into a page its owner holds: the owner gathers it only
  * when it allocates from that page again (see hak_purge_held_blocks). */
 extern _Atomic(bool) hak_held_news HAK_INTERNAL;
 HAK_INTERNAL void hak_note_held_frees_slow(void);

@@ -4,7 +4,7 @@
  *   hak_page_free_remote   a free from another thread: lock-free push on
  *                          page->xthread_free, which also reads the page's
  *                          state; the push into an ABANDONED page publishes it
- *   hak_page_abandon       the owner gives a page up (it found it full, or it
+ *   hak_page_abandon       the owner abandons a page (it found it full, or it
  *                          exits): ABANDONED, or PUBLISHED if it has room
  *   reclaim queues         published pages per size class
  *   hak_reclaim_adopt      a thread that needs a page of a class takes one
@@ -103,12 +103,12 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
 void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
   uintptr_t was = xthread_push(page, b, b, 1);
   if (was == HAK_XSTATE_PUBLISHED) hak_note_sweep_news();   /* it may be empty now */
-  else if (was == HAK_XSTATE_ACTIVE) hak_note_held_frees();   /* its owner may not collect it soon */
+  else if (was == HAK_XSTATE_ACTIVE) hak_note_held_frees();   /* its owner may not gather it soon */
 }
 
 /* ------------------------------------------------------------ abandoning and adopting */
 
-/* Give up a page (caller removed it from its queue). With free blocks in it,
+/* Abandon a page (caller removed it from its queue). With free blocks in it,
  * it is published for adoption now; full, it waits for its first remote free
  * to be published. `last_owner` may take it back on free (NULL at exit).
  * `swept`: the reclaim sweep puts back a page it took, which is not news
@@ -242,13 +242,13 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
 }
 
 /* Blocks freed by other threads wait in page->xthread_free until the owner
- * collects them, which an owner that stopped allocating never does (and an
+ * gathers them, which an owner that stopped allocating never does (and an
  * owner that allocates from other pages not soon). In an owned page their
  * interiors can go back to the OS meanwhile: the list is taken off the page
  * with a CAS (the owner then just sees fewer remote frees, as if those were
  * still to come), each block's whole OS pages past its header are purged,
  * and the list is pushed back as a remote free would, publishing the page
- * if its owner gave it up meanwhile. `used` counts these blocks all along,
+ * if its owner abandoned it meanwhile. `used` counts these blocks all along,
  * so the page cannot be freed under us. Called with the page's arena lock
  * held (the span stays a page). Returns the bytes purged. */
 size_t hak_page_purge_held(hak_page_t *page) {

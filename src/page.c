@@ -140,7 +140,7 @@ void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   hak_page_used_set(page, (uint16_t)(used - count));
 }
 
-/* An empty free list takes the blocks freed locally (and collected). */
+/* An empty free list takes the blocks freed locally (and the remote frees gathered). */
 void hak_page_use_local_frees(hak_page_t *page) {
   if (page->free == NULL) {
     page->free = page->local_free;
@@ -172,7 +172,7 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
 /* A page as its owner sees it (debug build; see the invariants of
  * hak_page_t): its size fields agree, every block on free and local_free
  * is a carved block start carrying its free tag, those lists end, and with
- * the blocks in use (remote frees not yet collected count as used) they
+ * the blocks in use (remote frees not yet gathered count as used) they
  * make up every carved block; the free fast path's check matches. */
 static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, size_t *count) {
   const uint8_t *area = hak_page_area(page);

@@ -16,7 +16,7 @@
  *   block freed into a published page since the last sweep;
  * - blocks freed into pages their owners hold have their interiors purged
  *   (hak_page_purge_held) at most once per HAK_PURGE_CALM, when such a free
- *   happened since: a living owner that stopped allocating never collects
+ *   happened since: a living owner that stopped allocating never gathers
  *   them. (What it cannot reach: the small blocks themselves, and the one
  *   empty page per class an owner keeps; taking those needs the owner.)
  *
@@ -125,7 +125,7 @@ static void purge_held_in_span(const hak_page_t *span, void *arg) {
   *(size_t *)arg += hak_page_purge_held((hak_page_t *)span);
 }
 
-/* Blocks freed into pages whose owners have not collected them are purged
+/* Blocks freed into pages whose owners have not gathered them are purged
  * (hak_page_purge_held), at most once per HAK_PURGE_CALM: an owner that
  * allocates again soon would fault them back in, one that has stopped
  * would hold them for ever. Walks every arena's spans, so only from the

@@ -119,7 +119,7 @@ static void take_snapshot(snapshot_t *s) {
   memset(s, 0, sizeof *s);
   hak_heaps_visit(count_heap, s);
   hak_arenas_visit_spans(census_span, s);
-  if (hak_owner_counted) {   /* exact, unlike pages' counts of uncollected remote frees */
+  if (hak_owner_counted) {   /* exact, unlike pages' counts (remote frees not yet gathered) */
     s->live_bytes = 0;
     for (size_t b = 1; b < HAK_BINS; b++)
       s->live_bytes += (s->counts[b].allocs - s->counts[b].frees) * hak_bin_size(b);
@@ -127,7 +127,7 @@ static void take_snapshot(snapshot_t *s) {
 }
 
 /* Live blocks of a class: exact from the call counters when counting (a
- * page's `used` also counts remote frees not yet collected), else the walk. */
+ * page's `used` also counts remote frees not yet gathered), else the walk. */
 static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
   const bin_counts_t *c = &s->counts[bin];
   return hak_owner_counted ? c->allocs - c->frees : s->census[bin].live_blocks;

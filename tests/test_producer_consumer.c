@@ -89,7 +89,7 @@ static void producers_consumers_rounds(void)
 }
 
 /* The same handover, main thread to one consumer, one block size at a time:
- * a size class whose remote frees are never collected stands out. */
+ * a size class whose remote frees are never gathered stands out. */
 static void single_size_rounds(void)
 {
     static const size_t sizes[] = {16, 48, 1000, 4096, 40000, 300000};

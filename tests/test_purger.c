@@ -172,7 +172,7 @@ static void idle_living_thread(void)
 }
 
 /* Blocks another thread frees into pages their living owner still holds
- * (not full, so not given up) wait there until the owner allocates again;
+ * (not full, so not abandoned) wait there until the owner allocates again;
  * an owner that does not must not pin them. Medium blocks, a page's worth
  * less one per class: the pages stay the owner's. */
 static void *fill_medium_then_wait(void *arg)

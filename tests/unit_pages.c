@@ -1,5 +1,5 @@
 /* Pages: the three free lists, the direct table, remote frees, and the way
- * a full page is given up and then pulled by another allocating thread. */
+ * a full page is abandoned and then pulled by another allocating thread. */
 #include <string.h>
 #include "hak_test.h"
 #include "internal.h"
@@ -62,17 +62,17 @@ static void *free_half_remotely(void *arg) {
   return NULL;
 }
 
-static void remote_frees_are_collected_by_the_owner(void) {
+static void remote_frees_are_gathered_by_the_owner(void) {
   size_t n;
   hak_page_t *page = fill_page(blocks, &n);
   pthread_t t;
   pthread_create(&t, NULL, free_half_remotely, &n);
   pthread_join(t, NULL);
   CHECKF(!xlist_empty(page) && page->used == n, "remote frees wait in xthread_free, still counted");
-  /* The page is full and owned: the next malloc collects the remote frees. */
+  /* The page is full and owned: the next malloc gathers the remote frees. */
   void *p = hak_malloc(SIZE);
   CHECKF(page_of(p) == page, "the owner reuses remotely freed blocks");
-  CHECKF(xlist_empty(page) && page->used == n - (n + 1) / 2 + 1, "collected: used %u", page->used);
+  CHECKF(xlist_empty(page) && page->used == n - (n + 1) / 2 + 1, "gathered: used %u", page->used);
   hak_free(p);
   for (size_t i = 1; i < n; i += 2) hak_free(blocks[i]);
 }
@@ -86,7 +86,7 @@ static void *fill_and_idle(void *arg) {
   size_t *n = arg;
   own_heap();
   fill_page(blocks, n);
-  blocks[*n] = hak_malloc(SIZE);   /* needs a new page: the full one is given up */
+  blocks[*n] = hak_malloc(SIZE);   /* needs a new page: the full one is abandoned */
   (*n)++;
   pthread_barrier_wait(&filled);
   pthread_barrier_wait(&done);
@@ -104,7 +104,7 @@ static void *allocate_one(void *arg) {
   return NULL;   /* at exit this thread gives the page up again */
 }
 
-static void given_up_pages_are_pulled_by_allocating_threads(void) {
+static void abandoned_pages_are_pulled_by_allocating_threads(void) {
   size_t n = 0;
   pthread_t idle, t;
   pthread_barrier_init(&filled, NULL, 2);
@@ -113,7 +113,7 @@ static void given_up_pages_are_pulled_by_allocating_threads(void) {
   pthread_barrier_wait(&filled);
   hak_page_t *full = page_of(blocks[0]);
   CHECKF(page_of(blocks[n - 1]) != full, "the last block came from a new page");
-  CHECKF(xstate(full) == HAK_XSTATE_ABANDONED && (hak_page_owner(full) & HAK_OWNER_ABANDONED), "full page given up");
+  CHECKF(xstate(full) == HAK_XSTATE_ABANDONED && (hak_page_owner(full) & HAK_OWNER_ABANDONED), "full page abandoned");
 
   hak_free(blocks[0]);   /* first free into it: publishes it */
   CHECKF(xstate(full) == HAK_XSTATE_PUBLISHED, "published on the first remote free");
@@ -161,11 +161,11 @@ static void block_check_is_exact(void) {
   }
 }
 
-/* A page its owner gave up full is taken back by the owner's next free
+/* A page its owner abandoned full is taken back by the owner's next free
  * into it (hak_free_generic's own-page branch): owned again, back in its
  * queue, the block on its local free list. A larger class than SIZE, in
  * pages of several slices, takes the same branch from its first free. */
-static void own_given_up_page_is_taken_back(void) {
+static void own_abandoned_page_is_taken_back(void) {
   enum { MULTI = 12 * 1024 };   /* above HAK_SMALL_MAX: a page of several slices */
   void **more = blocks;
   size_t sizes[] = { SIZE, MULTI };
@@ -179,7 +179,7 @@ static void own_given_up_page_is_taken_back(void) {
       CHECKF(n < sizeof blocks / sizeof blocks[0], "a page of %zu-byte blocks fits the array", sizes[k]);
       more[n++] = next;
     }
-    CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was given up");
+    CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was abandoned");
     hak_free(more[0]);
     /* (A medium block waits in heap->recent first: see the next case.) */
     CHECKF(owned_by(page, heap) && (page->local_free == more[0] || heap->recent[page->bin] == more[0]),
@@ -319,11 +319,11 @@ int main(void) {
   hak_test_begin("unit_pages");
   own_heap();
   RUN_CASE(blocks_come_from_the_direct_page);
-  RUN_CASE(remote_frees_are_collected_by_the_owner);
-  RUN_CASE(given_up_pages_are_pulled_by_allocating_threads);
+  RUN_CASE(remote_frees_are_gathered_by_the_owner);
+  RUN_CASE(abandoned_pages_are_pulled_by_allocating_threads);
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
-  RUN_CASE(own_given_up_page_is_taken_back);
+  RUN_CASE(own_abandoned_page_is_taken_back);
   RUN_CASE(medium_frees_are_reused_first);
   RUN_CASE(validators_see_the_invariants);
   RUN_CASE(young_threads_share_a_heap);
