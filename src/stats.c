@@ -135,11 +135,18 @@ static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
 
 /* ------------------------------------------------------------ the report */
 
+/* Large blocks (a span of an arena segment each, up to HAK_LARGE_MAX) and
+ * huge blocks (a segment each) are counted apart: huge_* never includes
+ * large blocks. Both are in the live bytes, in mallinfo2's hblks/hblkhd and
+ * in the size-0 class row, whose call counters count both. */
 typedef struct totals_s {
   int64_t segments, segments_released, committed, committed_peak, purged;
-  int64_t huge_count, huge_bytes, cache_hits, cache_misses;   /* huge: incl. large blocks */
+  int64_t large_count, large_bytes, huge_count, huge_bytes, cache_hits, cache_misses;
   size_t cache_bytes, rss;
 } totals_t;
+
+static int64_t beyond_classes_count(const totals_t *t) { return t->large_count + t->huge_count; }
+static int64_t beyond_classes_bytes(const totals_t *t) { return t->large_bytes + t->huge_bytes; }
 
 static void take_totals(totals_t *t) {
   t->segments = stat(&hak_stat_segments);
@@ -147,16 +154,19 @@ static void take_totals(totals_t *t) {
   t->committed = stat(&hak_stat_committed);
   t->committed_peak = stat(&hak_stat_committed_peak);
   t->purged = stat(&hak_stat_purged);
-  t->huge_count = stat(&hak_stat_huge_count) + stat(&hak_stat_large_count);
-  t->huge_bytes = stat(&hak_stat_huge_bytes) + stat(&hak_stat_large_bytes);
+  t->large_count = stat(&hak_stat_large_count);
+  t->large_bytes = stat(&hak_stat_large_bytes);
+  t->huge_count = stat(&hak_stat_huge_count);
+  t->huge_bytes = stat(&hak_stat_huge_bytes);
   t->cache_hits = stat(&hak_stat_huge_cache_hits);
   t->cache_misses = stat(&hak_stat_huge_cache_misses);
   t->cache_bytes = hak_huge_cache_bytes();
   t->rss = hak_process_rss();
 }
 
-/* One line of the report: a size class (0: huge blocks), from the call and
- * page counters and the census. */
+/* One line of the report: a size class (0: the blocks beyond the classes,
+ * large and huge together, as the call counters count them), from the call
+ * and page counters and the census. */
 typedef struct class_row_s {
   size_t size;
   uint64_t allocs, frees, remote_frees, live;
@@ -171,7 +181,7 @@ static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_
   *row = (class_row_t){
     .size = bin == 0 ? 0 : hak_bin_size(bin),
     .allocs = c->allocs, .frees = c->frees, .remote_frees = c->remote_frees,
-    .live = bin == 0 ? (uint64_t)t->huge_count : live_blocks(s, bin),
+    .live = bin == 0 ? (uint64_t)beyond_classes_count(t) : live_blocks(s, bin),
     .pages_in_use = n->pages_in_use, .pages_empty = n->pages_empty, .pages_abandoned_now = n->pages_abandoned_now,
     .pages_new = c->pages_new, .pages_freed = c->pages_freed,
     .pages_abandoned = c->pages_abandoned, .pages_adopted = c->pages_adopted,
@@ -198,15 +208,15 @@ static void write_text(int fd) {
   const snapshot_t *s = &report;
   const totals_t *t = &report_totals;
   hak_format_fd(fd, "hakmem statistics%s\n", hak_owner_counted ? "" : " (calls not counted: set HAKMEM_STATS=1)");
-  hak_format_fd(fd, "%9s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
+  hak_format_fd(fd, "%10s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
                 "live", "used", "empty", "aband", "new", "adopted");
   class_row_t r;
   for (size_t b = 0; b < HAK_BINS; b++) {
     if (!class_row(s, t, b, &r)) continue;
     char name[16];
-    if (b == 0) hak_format(name, sizeof name, "huge");
+    if (b == 0) hak_format(name, sizeof name, "large+huge");
     else hak_format(name, sizeof name, "%zu", r.size);
-    hak_format_fd(fd, "%9s %11llu %11llu %11llu %10llu  %6llu %6llu %6llu %6llu %7llu\n", name,
+    hak_format_fd(fd, "%10s %11llu %11llu %11llu %10llu  %6llu %6llu %6llu %6llu %7llu\n", name,
                   (unsigned long long)r.allocs, (unsigned long long)r.frees, (unsigned long long)r.remote_frees,
                   (unsigned long long)r.live, (unsigned long long)r.pages_in_use, (unsigned long long)r.pages_empty,
                   (unsigned long long)r.pages_abandoned_now, (unsigned long long)r.pages_new,
@@ -216,11 +226,12 @@ static void write_text(int fd) {
   hak_format_fd(fd, "segments: %lld mapped, %lld released; free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
                 (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
                 (unsigned long long)(s->free_span_bytes >> 10), (unsigned long long)(s->dirty_span_bytes >> 10));
+  hak_format_fd(fd, "large: %lld blocks, %lld KiB\n", (long long)t->large_count, (long long)(t->large_bytes >> 10));
   hak_format_fd(fd, "huge: %lld blocks, %lld KiB; cache %zu KiB, %lld hits, %lld misses\n", (long long)t->huge_count,
                 (long long)(t->huge_bytes >> 10), t->cache_bytes >> 10, (long long)t->cache_hits,
                 (long long)t->cache_misses);
   hak_format_fd(fd, "memory: live %llu KiB, committed %lld KiB (peak %lld KiB), purged %lld KiB in all, rss %zu KiB\n",
-                (unsigned long long)((s->live_bytes + (uint64_t)t->huge_bytes) >> 10), (long long)(t->committed >> 10),
+                (unsigned long long)((s->live_bytes + (uint64_t)beyond_classes_bytes(t)) >> 10), (long long)(t->committed >> 10),
                 (long long)(t->committed_peak >> 10), (long long)(t->purged >> 10), t->rss >> 10);
   report_end();
 }
@@ -247,13 +258,15 @@ void hak_stats_write_json(int fd) {
   }
   hak_format_fd(fd, "],\"heaps\":%zu", s->heaps);   /* hak_format_fd writes at most 511 bytes a call */
   hak_format_fd(fd, ",\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
-                "\"unpurged_bytes\":%llu,\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
-                "\"huge_cache_hits\":%lld,\"huge_cache_misses\":%lld,\"live_bytes\":%llu,\"committed\":%lld,"
-                "\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",
+                "\"unpurged_bytes\":%llu,\"large_blocks\":%lld,\"large_bytes\":%lld",
                 (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
                 (unsigned long long)s->free_span_bytes, (unsigned long long)s->dirty_span_bytes,
+                (long long)t->large_count, (long long)t->large_bytes);
+  hak_format_fd(fd, ",\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
+                "\"huge_cache_hits\":%lld,\"huge_cache_misses\":%lld,\"live_bytes\":%llu,\"committed\":%lld,"
+                "\"committed_peak\":%lld,\"purged\":%lld,\"rss\":%zu}\n",
                 (long long)t->huge_count, (long long)t->huge_bytes, t->cache_bytes, (long long)t->cache_hits,
-                (long long)t->cache_misses, (unsigned long long)(s->live_bytes + (uint64_t)t->huge_bytes),
+                (long long)t->cache_misses, (unsigned long long)(s->live_bytes + (uint64_t)beyond_classes_bytes(t)),
                 (long long)t->committed, (long long)t->committed_peak, (long long)t->purged, t->rss);
   report_end();
 }
@@ -270,12 +283,12 @@ void hak_stats_at_exit(void) {
 
 struct mallinfo2 hak_mallinfo2(void) {
   report_begin();
-  size_t live = (size_t)report.live_bytes + (size_t)report_totals.huge_bytes;
+  size_t live = (size_t)report.live_bytes + (size_t)beyond_classes_bytes(&report_totals);
   struct mallinfo2 mi = {
     .arena = (size_t)report_totals.committed,        /* bytes hakmem holds for blocks */
     .ordblks = (size_t)report.free_spans,            /* free chunks: free spans */
-    .hblks = (size_t)report_totals.huge_count,       /* blocks mapped on their own */
-    .hblkhd = (size_t)report_totals.huge_bytes,
+    .hblks = (size_t)beyond_classes_count(&report_totals),   /* glibc: mmapped chunks; here large and huge blocks */
+    .hblkhd = (size_t)beyond_classes_bytes(&report_totals),
     .usmblks = (size_t)report_totals.committed_peak,
     .uordblks = live,                                /* in live blocks */
     .keepcost = (size_t)report.dirty_span_bytes,     /* what malloc_trim would return */

@@ -5,10 +5,13 @@ exit, and checks the counts add up; also the text report and the warning for
 an unknown HAKMEM_* variable.  Usage: stats_report.py <test_stats binary>"""
 import json
 import os
+import re
 import subprocess
 import sys
 
 SIZE_CLASS, N = 6144, 3000   # as in test_stats.c
+MiB = 1 << 20
+LARGE_SIZE, HUGE_SIZE = 3 * MiB, 40 * MiB   # test_stats.c's large and huge block
 
 
 def run(binary, **env):
@@ -59,8 +62,11 @@ def counted_run(binary):
     check(delta(held, freed, SIZE_CLASS, "frees") == N - N // 4, "frees by main")
     check(delta(held, freed, SIZE_CLASS, "remote_frees") == N - N // 4, "main's frees are cross-thread")
     check(delta(start, freed, SIZE_CLASS, "live") == 0, "nothing of the test class left live")
-    check(delta(start, held, 0, "allocs") == 1 and delta(held, freed, 0, "frees") == 1, "the huge block")
-    check(held["huge_blocks"] >= 1 and held["live_bytes"] >= (N - N // 4) * 6000, "memory held")
+    # Class 0: the blocks beyond the classes, large and huge together.
+    check(delta(start, held, 0, "allocs") == 2 and delta(held, freed, 0, "frees") == 2, "the large and huge block")
+    check(delta(start, held, 0, "live") == 2, "class 0 live: the large and the huge block")
+    large_and_huge_apart(start, held, freed)
+    check(held["live_bytes"] >= start["live_bytes"] + (N - N // 4) * 6000 + LARGE_SIZE + HUGE_SIZE, "memory held")
     # main's heap, and the worker's gone: it exited before "held".
     check(held["heaps"] == freed["heaps"] >= 1, f"live heaps {held['heaps']}, {freed['heaps']}")
     for key in ("segments", "committed", "committed_peak", "purged", "rss", "huge_cache_hits"):
@@ -71,6 +77,36 @@ def counted_run(binary):
     check(at_exit["counted"] and by_size(at_exit)[SIZE_CLASS]["allocs"] == by_size(freed)[SIZE_CLASS]["allocs"],
           "report at exit")
     check("hakmem statistics" in proc.stderr, "malloc_stats() printed the text report")
+    text_counts_large_and_huge_apart(proc.stderr, held)
+
+
+def large_and_huge_apart(start, held, freed):
+    """The large block (a span, exactly its size: 3 MiB is 48 slices) is
+    counted in large_*, the huge one (its mapping, header included) in
+    huge_*, neither in the other (a 3 MiB and a 40 MiB block once showed as
+    huge_blocks 2)."""
+    def d(key, a=start, b=held):
+        return b[key] - a[key]
+    check(d("large_blocks") == 1, f"large_blocks {start['large_blocks']} -> {held['large_blocks']}, want +1")
+    check(d("large_bytes") == LARGE_SIZE, f"large_bytes +{d('large_bytes')}, want +{LARGE_SIZE}")
+    check(d("huge_blocks") == 1, f"huge_blocks {start['huge_blocks']} -> {held['huge_blocks']}, want +1")
+    check(HUGE_SIZE <= d("huge_bytes") < HUGE_SIZE + 32 * MiB, f"huge_bytes +{d('huge_bytes')}, want about +{HUGE_SIZE}")
+    for key in ("large_blocks", "large_bytes", "huge_blocks", "huge_bytes"):
+        check(freed[key] == start[key], f"{key} after the frees: {freed[key]}, at the start {start[key]}")
+
+
+def text_counts_large_and_huge_apart(stderr, held):
+    """The text report printed after "report held" has a large line and a
+    huge line with the figures of the "held" snapshot taken just before."""
+    after = stderr.split("report held\n", 1)
+    check(len(after) == 2, "the text report while the blocks are held")
+    large = re.search(r"^large: (\d+) blocks, (\d+) KiB$", after[1], re.M)
+    huge = re.search(r"^huge: (\d+) blocks, (\d+) KiB;", after[1], re.M)
+    check(large is not None and huge is not None, f"large and huge lines in: {after[1][:2000]}")
+    check((int(large[1]), int(large[2])) == (held["large_blocks"], held["large_bytes"] >> 10),
+          f"text {large[0]!r}, JSON {held['large_blocks']} blocks, {held['large_bytes']} bytes")
+    check((int(huge[1]), int(huge[2])) == (held["huge_blocks"], held["huge_bytes"] >> 10),
+          f"text {huge[0]!r}, JSON {held['huge_blocks']} blocks, {held['huge_bytes']} bytes")
 
 
 def uncounted_run(binary):
@@ -79,11 +115,13 @@ def uncounted_run(binary):
     held = snaps["held"]
     check(held["counted"] is False, "calls not counted without HAKMEM_STATS")
     check(by_size(held)[SIZE_CLASS]["live"] >= N - N // 4, "live blocks from the span walk")
+    large_and_huge_apart(snaps["start"], held, snaps["freed"])
 
 
 def text_report_and_warnings(binary):
     proc = run(binary, HAKMEM_STATS="1", HAKMEM_VERBOSE="1", HAKMEM_NOT_AN_OPTION="1")
-    for needle in ("hakmem statistics", "heaps:", "segments:", "huge:", "memory:", "unknown option HAKMEM_NOT_AN_OPTION"):
+    for needle in ("hakmem statistics", "heaps:", "segments:", "large:", "huge:", "memory:",
+                   "unknown option HAKMEM_NOT_AN_OPTION"):
         check(needle in proc.stderr, f"stderr has {needle!r}")
 
 
