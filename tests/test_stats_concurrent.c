@@ -1,8 +1,12 @@
 /* Statistics taken while other threads allocate, free and exit: the
  * reports read per-heap counters and page fields their owners are writing
  * (ThreadSanitizer checks that every such read is race-free), and must
- * still count every thread exactly once. Once the threads are gone, the
- * counts of the test's size class must be exact.
+ * still count every thread exactly once. In the reports taken meanwhile,
+ * the cumulative counters of the test's size class never go down from one
+ * report to the next: a thread that exits while a report is taken is
+ * counted once, through its heap or among the exited threads, never zero
+ * times (the snapshot once read those two under separate locks) nor twice.
+ * Once the threads are gone, the counts of the class must be exact.
  *
  * ctest runs it with HAKMEM_STATS=1 (calls counted) and without. */
 #include "hak_test.h"
@@ -43,12 +47,35 @@ static uint64_t class_field(const char *json, const char *field)
     return strtoull(f + strlen(name), NULL, 10);
 }
 
+/* The class's counters that only ever grow (calls: with HAKMEM_STATS
+ * only, else 0; pages: always). */
+static const char *const cumulative[] = {
+    "allocs", "frees", "remote_frees", "pages_new", "pages_freed", "pages_abandoned", "pages_adopted",
+};
+enum { CUMULATIVE = sizeof cumulative / sizeof cumulative[0] };
+
+typedef struct {
+    size_t reports;
+    uint64_t last[CUMULATIVE];   /* in the last report */
+} reporter_state;
+
+static void check_not_below(const char *json, uint64_t last[CUMULATIVE], size_t report_no)
+{
+    for (size_t i = 0; i < CUMULATIVE; i++) {
+        uint64_t now = class_field(json, cumulative[i]);
+        CHECKF(now >= last[i], "report %zu: %s of class 5120 went down from %llu to %llu (a thread "
+               "counted zero times, or twice in the report before)", report_no, cumulative[i],
+               (unsigned long long)last[i], (unsigned long long)now);
+        last[i] = now;
+    }
+}
+
 static void *reporter(void *arg)
 {
-    size_t *reports = arg;
+    reporter_state *r = arg;
     while (!atomic_load(&stop)) {
-        report();
-        (*reports)++;
+        check_not_below(report(), r->last, r->reports + 1);
+        r->reports++;
     }
     return NULL;
 }
@@ -73,7 +100,8 @@ static void reports_while_threads_come_and_go(void)
     bool counted = getenv("HAKMEM_STATS") != NULL;
     const char *start = report();
     uint64_t allocs0 = class_field(start, "allocs"), frees0 = class_field(start, "frees");
-    size_t reports = 0;
+    reporter_state reports = {0};
+    check_not_below(start, reports.last, 0);
     pthread_t r = hak_thread_start(reporter, &reports);
     for (size_t g = 0; g < GENERATIONS; g++) {
         pthread_t t[WORKERS];
@@ -87,6 +115,7 @@ static void reports_while_threads_come_and_go(void)
     hak_collect();   /* adopt the dead threads' pages and their remote frees */
 
     const char *end = report();
+    check_not_below(end, reports.last, reports.reports + 1);
     uint64_t total = (uint64_t)GENERATIONS * WORKERS * BLOCKS;
     if (counted) {
         CHECKF(class_field(end, "allocs") - allocs0 == total, "allocs %llu, expected %llu",
@@ -95,8 +124,9 @@ static void reports_while_threads_come_and_go(void)
                (unsigned long long)(class_field(end, "frees") - frees0), (unsigned long long)total);
     }
     CHECKF(class_field(end, "live") == 0, "live %llu", (unsigned long long)class_field(end, "live"));
-    CHECK(reports > 0);
-    printf("     %s, %zu reports meanwhile\n", counted ? "counted" : "not counted", reports);
+    CHECK(reports.reports > 0);
+    printf("     %s, %zu reports meanwhile, none below the one before\n", counted ? "counted" : "not counted",
+           reports.reports);
 }
 
 int main(void)
