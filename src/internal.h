@@ -189,15 +189,32 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * - page->owner == (uintptr_t)heap exactly when `heap` owns the page and the
  *   page has no aligned blocks: the one compare of the free fast path.
  * - Owner-only fields (free, local_free, used, capacity, reserved, bin,
- *   block_size) are written only by the owning heap's thread, or by the
- *   thread that took ownership through xthread_free (adoption), never
+ *   block_size, alone) are written only by the owning heap's thread, or by
+ *   the thread that took ownership through xthread_free (adoption), never
  *   concurrently. `owner` is written only by the owner (or adopter) and
- *   read by anyone. Other threads read `used` and `bin` only for the
- *   statistics census (stats.c, under the arena lock, while owners run):
- *   both are _Atomic, written and read relaxed, so the census sees values
- *   that were there, if stale. (A remote free reads block_size, reserved
- *   and span_kind of the page its block came from: written before the
- *   block was handed out, so ordered by the hand-over itself.)
+ *   read by anyone. What other threads read of a page, and why it is safe:
+ *   - a free, realloc or malloc_usable_size of one of its blocks from
+ *     another thread (hak_block_find, free.c) reads span_kind, block_size
+ *     and (counting calls) bin: written before any block of the page was
+ *     handed out, so ordered by the hand-over of the block itself; and
+ *     capacity, which the owner raises while it carves: read and written
+ *     with relaxed __atomic operations (hak_page_block_of), and a block
+ *     the caller was handed lies below any value it can read (capacity
+ *     only grows in a page's life);
+ *   - the same free then pushes onto xthread_free (a CAS), encoding the
+ *     link with `secret` in the secure variant (set at page_init, before
+ *     the hand-over), and, if that push publishes the page, writes `next`
+ *     before the release CAS that queues it; a popper reads `next` after
+ *     its acquire exchange, under reclaim_lock;
+ *   - the statistics census (stats.c, under the arena lock, while owners
+ *     run) reads used, bin, owner, span_kind and slice_count: used and bin
+ *     are _Atomic, written and read relaxed, so the census sees values
+ *     that were there, if stale (the span fields: see the last point);
+ *   - the purger (hak_page_purge_held, under the arena lock) reads
+ *     span_kind, block_size and xthread_free of an owned page (in the
+ *     secure variant its link checks also read secret, slice_count and
+ *     capacity; that capacity read, in secure.h, is a plain load).
+ *   No other thread reads reserved, free, local_free or alone.
  * - used counts blocks handed out and not yet back on free/local_free:
  *   blocks sitting in xthread_free still count until the owner gathers them.
  *   So used == 0 means no live block, and no remote free can still arrive.
@@ -215,23 +232,34 @@ typedef struct hak_page_s {
     uint64_t purge_at;                   /* free span: ms when it is purged */
   };
   hak_block_t *local_free;               /* blocks freed by the owner */
-  _Atomic(uintptr_t) xthread_free;       /* blocks freed by other threads: count | first | state */
-  _Atomic(uintptr_t) owner;              /* owning heap | HAK_OWNER_* */
-  struct hak_page_s *next, *prev;        /* heap queue, reclaim queue (next), or free-span list */
-  uint32_t block_size;                   /* pages only; a huge block's size is in its segment */
-  _Atomic(uint16_t) used;                /* see hak_page_used_inc */
-  uint16_t capacity;                     /* blocks carved so far */
+  /* blocks freed by other threads: count | first | state. Pushed (CAS) by
+   * any thread freeing a block; taken by the owner, an adopter, the purger */
+  _Atomic(uintptr_t) xthread_free;
+  /* owning heap | HAK_OWNER_*. Written by the owner or adopter; read by any
+   * thread freeing a block, and by the census */
+  _Atomic(uintptr_t) owner;
+  /* heap queue (owner only), reclaim queue (next: written by the thread
+   * that publishes the page, read by poppers), or free-span list (arena lock) */
+  struct hak_page_s *next, *prev;
+  uint32_t block_size;                   /* pages only; a huge block's size is in its segment. Written by
+                                            the owner at page_init; read by any thread freeing a block */
+  _Atomic(uint16_t) used;                /* written by the owner (hak_page_used_inc); read by the census */
+  uint16_t capacity;                     /* blocks carved so far. Written by the owner (carving); read by
+                                            any thread freeing a block: __atomic, relaxed */
   union {
-    uint16_t reserved;                   /* page: blocks that fit it */
+    uint16_t reserved;                   /* page: blocks that fit it (owner only) */
     uint16_t dirty_slices;               /* free span: its slices marked dirty */
   };
   uint16_t slice_count;
-  _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) */
-  uint8_t span_kind;
+  _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) by the
+                                            owner; read by a counted free from any thread, and the census */
+  uint8_t span_kind;                     /* written under the arena lock (a huge block's: before its segment
+                                            is mapped); read by any thread freeing a block, the census, the purger */
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if HAKMEM_SECURE
-  uintptr_t secret;                      /* page: encodes its free-list links (secure.h) */
+  uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
+                                            page_init; read by any thread pushing a remote free */
 #endif
 } __attribute__((aligned(64))) hak_page_t;
 
@@ -261,7 +289,8 @@ enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
  * x < bound holds exactly when o is the start of a carved block (index <
  * capacity); tests/unit_pages.c checks every class and capacity. Both are 0
  * (the test fails, sending free to the generic path) on every other slice.
- * recip and bound are written by the page's owner (page.c). */
+ * recip and bound are written by the page's owner (page.c) and read by
+ * the free fast path after its owner compare, so by the owner only. */
 typedef struct hak_slice_s {
   struct hak_page_s *page;
   uint32_t recip;
