@@ -7,51 +7,12 @@
  *
  *   --producers=3 --consumers=2 --min=16 --max=16K --objects=2M --seed=1
  *   (--objects in total, split between the producers) */
-#include "common.h"
+#include "batchq.h"
 
-#define BATCH 64
-#define QUEUE 64 /* batches */
-
-typedef struct {
-    int count;
-    block_t item[BATCH];
-} batch_t;
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t not_empty, not_full;
-    batch_t slot[QUEUE];
-    long head, tail;     /* batches popped / pushed */
-    int producers_left;
-} queue;
-
+static batchq_t queue;
 static long per_producer;
 static size_t min_size, max_size;
 static uint64_t seed;
-
-static void push(const batch_t *b)
-{
-    pthread_mutex_lock(&queue.lock);
-    while (queue.tail - queue.head == QUEUE) pthread_cond_wait(&queue.not_full, &queue.lock);
-    queue.slot[queue.tail++ % QUEUE] = *b;
-    pthread_cond_signal(&queue.not_empty);
-    pthread_mutex_unlock(&queue.lock);
-}
-
-/* Returns 0 once every producer is done and the queue is empty. */
-static int pop(batch_t *b)
-{
-    pthread_mutex_lock(&queue.lock);
-    while (queue.tail == queue.head && queue.producers_left > 0)
-        pthread_cond_wait(&queue.not_empty, &queue.lock);
-    int got = queue.tail != queue.head;
-    if (got) {
-        *b = queue.slot[queue.head++ % QUEUE];
-        pthread_cond_signal(&queue.not_full);
-    }
-    pthread_mutex_unlock(&queue.lock);
-    return got;
-}
 
 typedef struct { int id; int producer; long freed; } role_t;
 
@@ -65,15 +26,13 @@ static void *run_role(void *arg)
         for (long i = 0; i < per_producer; i++) {
             block_alloc(&b.item[b.count++], rng_log_uniform(&rng, min_size, max_size), rng_next(&rng));
             if (b.count == BATCH || i == per_producer - 1) {
-                push(&b);
+                batchq_push(&queue, &b);
                 b.count = 0;
             }
         }
-        pthread_mutex_lock(&queue.lock);
-        if (--queue.producers_left == 0) pthread_cond_broadcast(&queue.not_empty);
-        pthread_mutex_unlock(&queue.lock);
+        batchq_producer_done(&queue);
     } else {
-        while (pop(&b))
+        while (batchq_pop(&queue, &b))
             for (int i = 0; i < b.count; i++, role->freed++) block_free(&b.item[i]);
     }
     return NULL;
@@ -92,10 +51,7 @@ int main(int argc, char **argv)
     if (producers < 1 || consumers < 1) die("need at least one producer and one consumer");
 
     per_producer = objects / producers;
-    pthread_mutex_init(&queue.lock, NULL);
-    pthread_cond_init(&queue.not_empty, NULL);
-    pthread_cond_init(&queue.not_full, NULL);
-    queue.producers_left = producers;
+    batchq_init(&queue, BATCHQ_MAX, producers);
     int n = producers + consumers;
     role_t *roles = xmalloc(sizeof *roles * (size_t)n);
     for (int i = 0; i < n; i++) roles[i] = (role_t){ .id = i, .producer = i < producers };

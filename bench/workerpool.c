@@ -13,54 +13,17 @@
  *
  *   --producers=16 --slots=4096 --size=592 --ops=400K --seed=1
  *   (--ops replacements per producer) */
-#include "common.h"
+#include "batchq.h"
 
 #include <stdatomic.h>
 
-#define BATCH 64
 #define QUEUE 32 /* batches */
 
-typedef struct {
-    int count;
-    block_t item[BATCH];
-} batch_t;
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t not_empty, not_full;
-    batch_t slot[QUEUE];
-    long head, tail;     /* batches popped / pushed */
-    int producers_left;
-} queue;
-
+static batchq_t queue;
 static long ops_per_producer, slots;
 static size_t block_size;
 static uint64_t seed;
 static atomic_long ops_done;
-
-static void push(const batch_t *b)
-{
-    pthread_mutex_lock(&queue.lock);
-    while (queue.tail - queue.head == QUEUE) pthread_cond_wait(&queue.not_full, &queue.lock);
-    queue.slot[queue.tail++ % QUEUE] = *b;
-    pthread_cond_signal(&queue.not_empty);
-    pthread_mutex_unlock(&queue.lock);
-}
-
-/* Returns 0 once every producer is done and the queue is empty. */
-static int pop(batch_t *b)
-{
-    pthread_mutex_lock(&queue.lock);
-    while (queue.tail == queue.head && queue.producers_left > 0)
-        pthread_cond_wait(&queue.not_empty, &queue.lock);
-    int got = queue.tail != queue.head;
-    if (got) {
-        *b = queue.slot[queue.head++ % QUEUE];
-        pthread_cond_signal(&queue.not_full);
-    }
-    pthread_mutex_unlock(&queue.lock);
-    return got;
-}
 
 typedef struct { int id; long freed; } role_t;
 
@@ -76,17 +39,15 @@ static void *producer(void *arg)
         b.item[b.count++] = *slot;
         block_alloc(slot, block_size, rng_next(&rng));
         if (b.count == BATCH) {
-            push(&b);
+            batchq_push(&queue, &b);
             b.count = 0;
             atomic_fetch_add_explicit(&ops_done, BATCH, memory_order_relaxed);
         }
     }
-    if (b.count) push(&b);
+    if (b.count) batchq_push(&queue, &b);
     for (long i = 0; i < slots; i++) block_free(&mine[i]);
     free(mine);
-    pthread_mutex_lock(&queue.lock);
-    if (--queue.producers_left == 0) pthread_cond_broadcast(&queue.not_empty);
-    pthread_mutex_unlock(&queue.lock);
+    batchq_producer_done(&queue);
     return NULL;
 }
 
@@ -94,7 +55,7 @@ static void *reclaimer(void *arg)
 {
     role_t *role = arg;
     batch_t b;
-    while (pop(&b))
+    while (batchq_pop(&queue, &b))
         for (int i = 0; i < b.count; i++, role->freed++) block_free(&b.item[i]);
     return NULL;
 }
@@ -110,10 +71,7 @@ int main(int argc, char **argv)
     args_done();
     if (producers < 1 || slots < 1 || block_size < 1) die("need producers, slots and a size");
 
-    pthread_mutex_init(&queue.lock, NULL);
-    pthread_cond_init(&queue.not_empty, NULL);
-    pthread_cond_init(&queue.not_full, NULL);
-    queue.producers_left = producers;
+    batchq_init(&queue, QUEUE, producers);
     int n = producers + 1;
     role_t *roles = xmalloc(sizeof *roles * (size_t)n);
     pthread_t *tids = xmalloc(sizeof *tids * (size_t)n);
