@@ -44,7 +44,8 @@ static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_bloc
   size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
   bool ok = page->slice_count == 1
                 ? offset < HAK_SLICE_SIZE && hak_block_check(&seg->slices[page - seg->pages], next)
-                : offset < (size_t)page->capacity * page->block_size && offset % page->block_size == 0;
+                : offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
+                      offset % page->block_size == 0;   /* (the purger walks held lists while the owner carves) */
   if (hak_unlikely(!ok)) hak_secure_bad_link(page, b);
   return next;
 }
