@@ -332,6 +332,59 @@ static HAK_NOINLINE void *new_aligned_nothrow_retry(size_t size, size_t align, c
   return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
 }
 
+#if HAKMEM_SECURE
+/* Each form records its family in the block (secure.h), for delete to
+ * check. A block from new_retry (malloc's family) gets its form's; the
+ * nothrow retries go through the C++ runtime's nothrow operator of the same
+ * form, which calls ours (new[] for new[]). */
+static HAK_NOINLINE void *new_array_nothrow_retry(size_t size, const void *tag) {
+  hak_new_nothrow_t *runtime_new = (hak_new_nothrow_t *)cxx_runtime_symbol("_ZnamRKSt9nothrow_t", true);
+  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, tag) : NULL;
+}
+
+static HAK_NOINLINE void *new_array_aligned_nothrow_retry(size_t size, size_t align, const void *tag) {
+  hak_new_aligned_nothrow_t *runtime_new =
+      (hak_new_aligned_nothrow_t *)cxx_runtime_symbol("_ZnamSt11align_val_tRKSt9nothrow_t", true);
+  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
+}
+
+#define NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
+#define NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
+
+HAK_INTERNAL void *hak_new(size_t size) {
+  void *p = hak_secure_new(size, HAK_FAMILY_NEW);
+  return hak_likely(p != NULL) ? p : hak_secure_set_family(new_retry(size, HAK_ALIGN), HAK_FAMILY_NEW);
+}
+HAK_INTERNAL void *hak_new_array(size_t size) {
+  void *p = hak_secure_new(size, HAK_FAMILY_NEW_ARRAY);
+  return hak_likely(p != NULL) ? p : hak_secure_set_family(new_retry(size, HAK_ALIGN), HAK_FAMILY_NEW_ARRAY);
+}
+HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
+  void *p = hak_secure_new(size, HAK_FAMILY_NEW);
+  return hak_likely(p != NULL) ? p : new_nothrow_retry(size, tag);
+}
+HAK_INTERNAL void *hak_new_array_nothrow(size_t size, const void *tag) {
+  void *p = hak_secure_new(size, HAK_FAMILY_NEW_ARRAY);
+  return hak_likely(p != NULL) ? p : new_array_nothrow_retry(size, tag);
+}
+HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
+  void *p = alloc_aligned(align, size, false);
+  return hak_secure_set_family(hak_likely(p != NULL) ? p : new_retry(size, align), NEW_ALIGNED);
+}
+HAK_INTERNAL void *hak_new_array_aligned(size_t size, size_t align) {
+  void *p = alloc_aligned(align, size, false);
+  return hak_secure_set_family(hak_likely(p != NULL) ? p : new_retry(size, align), NEW_ARRAY_ALIGNED);
+}
+HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
+  void *p = alloc_aligned(align, size, false);
+  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ALIGNED) : new_aligned_nothrow_retry(size, align, tag);
+}
+HAK_INTERNAL void *hak_new_array_aligned_nothrow(size_t size, size_t align, const void *tag) {
+  void *p = alloc_aligned(align, size, false);
+  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ARRAY_ALIGNED)
+                               : new_array_aligned_nothrow_retry(size, align, tag);
+}
+#else
 HAK_INTERNAL void *hak_new(size_t size) {
   void *p = hak_malloc(size);
   return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN);
@@ -348,5 +401,6 @@ HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void
   void *p = alloc_aligned(align, size, false);
   return hak_likely(p != NULL) ? p : new_aligned_nothrow_retry(size, align, tag);
 }
+#endif
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_ALLOC)

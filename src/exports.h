@@ -12,6 +12,30 @@
 
 /* X(return type, exported name, parameters, hak_* function) */
 
+/* The secure variant tells the C++ operators apart (secure.h: allocation
+ * families): new[] from new, and each form of delete from free, so its
+ * operators are functions of their own. In the default build they are
+ * malloc's and free's. */
+#if HAKMEM_SECURE
+#define HAK_NEW_ARRAY                  hak_new_array
+#define HAK_NEW_ARRAY_NOTHROW          hak_new_array_nothrow
+#define HAK_NEW_ARRAY_ALIGNED          hak_new_array_aligned
+#define HAK_NEW_ARRAY_ALIGNED_NOTHROW  hak_new_array_aligned_nothrow
+#define HAK_DELETE                     hak_delete
+#define HAK_DELETE_ARRAY               hak_delete_array
+#define HAK_DELETE_ALIGNED             hak_delete_aligned
+#define HAK_DELETE_ARRAY_ALIGNED       hak_delete_array_aligned
+#else
+#define HAK_NEW_ARRAY                  hak_new
+#define HAK_NEW_ARRAY_NOTHROW          hak_new_nothrow
+#define HAK_NEW_ARRAY_ALIGNED          hak_new_aligned
+#define HAK_NEW_ARRAY_ALIGNED_NOTHROW  hak_new_aligned_nothrow
+#define HAK_DELETE                     hak_free
+#define HAK_DELETE_ARRAY               hak_free
+#define HAK_DELETE_ALIGNED             hak_free
+#define HAK_DELETE_ARRAY_ALIGNED       hak_free
+#endif
+
 #define HAK_EXPORTS_ALLOC(X)                                                        \
   X(void *, malloc, (size_t), hak_malloc)                                           \
   X(void *, calloc, (size_t, size_t), hak_calloc)                                   \
@@ -25,35 +49,36 @@
   X(size_t, malloc_usable_size, (void *), hak_malloc_usable_size)                   \
   /* operator new / new[]: plain, nothrow, aligned, aligned nothrow */             \
   X(void *, _Znwm, (size_t), hak_new)                                               \
-  X(void *, _Znam, (size_t), hak_new)                                               \
+  X(void *, _Znam, (size_t), HAK_NEW_ARRAY)                                         \
   X(void *, _ZnwmRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
-  X(void *, _ZnamRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
+  X(void *, _ZnamRKSt9nothrow_t, (size_t, const void *), HAK_NEW_ARRAY_NOTHROW)     \
   X(void *, _ZnwmSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
-  X(void *, _ZnamSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
+  X(void *, _ZnamSt11align_val_t, (size_t, size_t), HAK_NEW_ARRAY_ALIGNED)          \
   X(void *, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow) \
-  X(void *, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow)
+  X(void *, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), HAK_NEW_ARRAY_ALIGNED_NOTHROW)
 
-/* operator delete / delete[] in every form are hak_free: the size and
- * alignment arguments are not needed (the page knows both) and arrive in
- * registers hak_free ignores (x86-64 and AArch64 calling conventions), so
+/* operator delete / delete[] in every form are hak_free (the secure
+ * variant: one function per form, as above): the size and alignment
+ * arguments are not needed (the page knows both) and arrive in registers
+ * hak_free ignores (x86-64 and AArch64 calling conventions), so
  * the differing prototypes are deliberate. */
 #define HAK_EXPORTS_FREE(X)                                                         \
   X(void, free, (void *), hak_free)                                                 \
   X(void, cfree, (void *), hak_free)                                                \
   X(void, free_sized, (void *, size_t), hak_free_sized)                             \
   X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)     \
-  X(void, _ZdlPv, (void *), hak_free)                                               \
-  X(void, _ZdaPv, (void *), hak_free)                                               \
-  X(void, _ZdlPvm, (void *, size_t), hak_free)                                      \
-  X(void, _ZdaPvm, (void *, size_t), hak_free)                                      \
-  X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), hak_free)                   \
-  X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), hak_free)                   \
-  X(void, _ZdlPvSt11align_val_t, (void *, size_t), hak_free)                        \
-  X(void, _ZdaPvSt11align_val_t, (void *, size_t), hak_free)                        \
-  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), hak_free)               \
-  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), hak_free)               \
-  X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free) \
-  X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_free)
+  X(void, _ZdlPv, (void *), HAK_DELETE)                                             \
+  X(void, _ZdaPv, (void *), HAK_DELETE_ARRAY)                                       \
+  X(void, _ZdlPvm, (void *, size_t), HAK_DELETE)                                    \
+  X(void, _ZdaPvm, (void *, size_t), HAK_DELETE_ARRAY)                              \
+  X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE)                 \
+  X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE_ARRAY)           \
+  X(void, _ZdlPvSt11align_val_t, (void *, size_t), HAK_DELETE_ALIGNED)              \
+  X(void, _ZdaPvSt11align_val_t, (void *, size_t), HAK_DELETE_ARRAY_ALIGNED)        \
+  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ALIGNED)     \
+  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ARRAY_ALIGNED) \
+  X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ALIGNED) \
+  X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ARRAY_ALIGNED)
 
 #define HAK_EXPORTS_PURGE(X)                                                         \
   X(int, malloc_trim, (size_t), hak_malloc_trim)
@@ -64,7 +89,8 @@
   X(void, malloc_stats, (void), hak_stats_print)
 
 #if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-#define HAK_EXPORT_ALIAS(ret, name, params, target) \
+#define HAK_EXPORT_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target)
+#define HAK_EXPORT_ALIAS_(ret, name, params, target) /* (target expanded first: HAK_DELETE ...) */ \
   ret name params __attribute__((alias(#target), visibility("default")));
 #define HAK_DEFINE_EXPORTS(group) \
   _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS)

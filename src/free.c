@@ -21,6 +21,10 @@
 const char *hak_op_name(hak_op_t op) {
   static const char *const names[] = {
     [HAK_OP_FREE] = "free", [HAK_OP_REALLOC] = "realloc", [HAK_OP_USABLE_SIZE] = "malloc_usable_size",
+#if HAKMEM_SECURE   /* (the default build's deletes are free) */
+    [HAK_OP_DELETE] = "delete", [HAK_OP_DELETE_ARRAY] = "delete[]",
+    [HAK_OP_DELETE_ALIGNED] = "delete (align_val_t)", [HAK_OP_DELETE_ARRAY_ALIGNED] = "delete[] (align_val_t)",
+#endif
   };
   return names[op];
 }
@@ -30,9 +34,12 @@ static HAK_NOINLINE HAK_NORETURN void report(hak_op_t op, const void *p, const c
   hak_fatal("%s of %p, %s", hak_op_name(op), p, what);
 }
 
-/* The block is free already: for free, a double free. */
+/* The block is free already: for free (or delete), a double free. */
 HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what) {
   if (op == HAK_OP_FREE) hak_fatal("double free of %p (%s)", p, what);
+#if HAKMEM_SECURE
+  if (op >= HAK_OP_DELETE) hak_fatal("double free of %p by %s (%s)", p, hak_op_name(op), what);
+#endif
   hak_fatal("%s of %p, a block already freed (%s)", hak_op_name(op), p, what);
 }
 
@@ -277,7 +284,7 @@ static inline void free_block(void *p, hak_heap_t *heap) {
 
 void hak_free(void *p) {
 #if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
-  hak_secure_free(p);
+  hak_secure_free(p, HAK_OP_FREE);
 #else
   free_block(p, hak_heap_get());
 #endif
@@ -286,6 +293,14 @@ void hak_free(void *p) {
 #if HAKMEM_SECURE
 /* A block leaving the quarantine (checked when it entered) takes the fast path. */
 void hak_free_released(void *p, hak_heap_t *heap) { free_block(p, heap); }
+
+/* C++ operator delete, each form checked against the operator new that
+ * allocated the block (secure.h: allocation families). The size and
+ * alignment arguments are ignored, as hak_free ignores them (exports.h). */
+void hak_delete(void *p) { hak_secure_free(p, HAK_OP_DELETE); }
+void hak_delete_array(void *p) { hak_secure_free(p, HAK_OP_DELETE_ARRAY); }
+void hak_delete_aligned(void *p) { hak_secure_free(p, HAK_OP_DELETE_ALIGNED); }
+void hak_delete_array_aligned(void *p) { hak_secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED); }
 #endif
 
 /* ------------------------------------------------------------ sized free */

@@ -27,6 +27,14 @@
 
 _Atomic(int64_t) hak_stat_huge_cache_hits, hak_stat_huge_cache_misses;
 
+/* The secure variant's huge block is followed by a guard page, the last
+ * OS page of its mapping (secure.h), inaccessible while the block lives. */
+#if HAKMEM_SECURE
+#define HUGE_GUARD HAK_GUARD_SIZE
+#else
+#define HUGE_GUARD 0
+#endif
+
 /* Offset of the block in its segment: past the header, aligned. */
 static size_t huge_offset(size_t align) {
   return hak_align_up(HAK_META_SIZE, align > HAK_OS_PAGE ? align : HAK_OS_PAGE);
@@ -142,7 +150,11 @@ static hak_segment_t *cache_take(size_t total, bool *zeroed) {
   cache_purge_at = hak_clock_ms() + (uint64_t)hak_option(HAK_OPT_PURGE_DELAY);
   hak_unlock(&cache_lock);
   atomic_fetch_add_explicit(seg ? &hak_stat_huge_cache_hits : &hak_stat_huge_cache_misses, 1, memory_order_relaxed);
+#if HAKMEM_SECURE   /* trimmed to the size asked: its guard page must follow the block right away */
+  if (seg != NULL && seg->size > total && hak_os_resize_in_place(seg, seg->size, total)) seg->size = total;
+#else
   if (seg != NULL && seg->size - total > total / 8 && hak_os_resize_in_place(seg, seg->size, total)) seg->size = total;
+#endif
   return seg;
 }
 
@@ -212,13 +224,16 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
   if (align > HAK_HUGE_ALIGN_MAX) return hak_giant_alloc(size, align);
   if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
   size_t offset = huge_offset(align);
-  size_t total = hak_align_up(offset + size, HAK_OS_PAGE);
+  size_t total = hak_align_up(offset + size, HAK_OS_PAGE) + HUGE_GUARD;
   bool zeroed = true;   /* a fresh mapping is */
   hak_segment_t *seg = cache_take(total, &zeroed);
   if (seg != NULL) total = seg->size;   /* may be up to an eighth larger */
   else if ((seg = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE)) == NULL) return NULL;
   void *p = huge_setup(seg, total, offset);
   if (zero && !zeroed) memset(p, 0, size);
+#if HAKMEM_SECURE
+  hak_secure_guard((uint8_t *)seg + total - HUGE_GUARD, true);
+#endif
   hak_purger_consider_start();   /* allocation side, no lock held: see purge.c */
   return p;
 }
@@ -226,10 +241,13 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
 /* Bytes from p to the end of the huge block, or 0 if p is not its start. */
 size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p) {
   const uint8_t *start = hak_page_area(page);
-  return (const uint8_t *)p == start ? seg->size - (size_t)(start - (uint8_t *)seg) : 0;
+  return (const uint8_t *)p == start ? seg->size - HUGE_GUARD - (size_t)(start - (uint8_t *)seg) : 0;
 }
 
 void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
+#if HAKMEM_SECURE   /* before the segment is cached (purged, trimmed, reused) or unmapped */
+  hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
+#endif
   hak_segment_map_set(seg, false);
   huge_unaccount(seg->size);
   page->span_kind = HAK_SPAN_FREE;
@@ -240,6 +258,10 @@ void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
  * its pages with mremap to a new aligned place. NULL if neither works (the
  * block is then untouched). */
 void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
+#if HAKMEM_SECURE   /* (not called: hak_secure_realloc moves huge blocks by copying) */
+  (void)seg, (void)page, (void)new_size;
+  return NULL;
+#endif
   size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
   if (new_size > HAK_MAX_REQUEST) return NULL;
   size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);

@@ -679,7 +679,12 @@ HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 HAK_INTERNAL int hak_malloc_trim(size_t pad);
 
 /* free.c: what a pointer handed back to hakmem is (hak_block_find). */
-typedef enum { HAK_OP_FREE, HAK_OP_REALLOC, HAK_OP_USABLE_SIZE } hak_op_t;
+/* (The C++ deletes are ops of their own in the secure variant only, which
+ * tells them from free: secure.h, allocation families.) */
+typedef enum {
+  HAK_OP_FREE, HAK_OP_REALLOC, HAK_OP_USABLE_SIZE,
+  HAK_OP_DELETE, HAK_OP_DELETE_ARRAY, HAK_OP_DELETE_ALIGNED, HAK_OP_DELETE_ARRAY_ALIGNED
+} hak_op_t;
 typedef struct hak_block_ref_s {
   hak_segment_t *seg;                    /* NULL: a giant block */
   hak_page_t *page;                      /* its span: a page, a large or a huge block */

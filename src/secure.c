@@ -10,11 +10,13 @@
  * slack is the count of bytes between the request and the trailer, so the
  * requested size needs no room anywhere else (not in the page descriptor,
  * not in a side table) and is found from the block's end, which the exact
- * block lookup gives anyway. Both words hold the slack, each masked with
- * its half of a keyed hash of the block's address: an overflow that
- * reaches the trailer makes them disagree, and one that stops short
- * changes the pattern bytes. Both are checked whenever the
- * block comes back (free, realloc, malloc_usable_size).
+ * block lookup gives anyway. Its low FAMILY_BITS bits are the block's
+ * allocation family (secure.h), the rest the count. Both words hold the
+ * slack, each masked with its half of a keyed hash of the block's address:
+ * an overflow that reaches the trailer makes them disagree, and one that
+ * stops short changes the pattern bytes. Both are checked whenever the
+ * block comes back (free, each delete, realloc, malloc_usable_size), and
+ * the family against the call (not by malloc_usable_size).
  *
  * A freed block then waits in its thread's quarantine (FIFO, bounded by
  * count and bytes) before it really goes back to its page: its first
@@ -22,6 +24,7 @@
  * which holds its quarantine tag (so a second free is a double free). When
  * it leaves, the fill is checked: any difference is a write after free. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -108,6 +111,16 @@ void hak_secure_segment_init(hak_segment_t *seg) {
     hak_verbose("hakmem: warning: no guard page for segment %p\n", (void *)seg);
 }
 
+/* The OS page right after a large or huge block (segment.c, huge.c): a
+ * linear overflow or read past the block faults there. If the OS refuses
+ * (too many mappings: each guard splits one), the block goes unguarded;
+ * the canary still catches what reaches its trailer. */
+void hak_secure_guard(void *page, bool on) {
+  if (mprotect(page, HAK_GUARD_SIZE, on ? PROT_NONE : PROT_READ | PROT_WRITE) == 0) return;
+  if (on) hak_verbose("hakmem: warning: no guard page at %p (mprotect: errno %d)\n", page, errno);
+  else hak_fatal("internal error: guard page %p stays inaccessible (mprotect: errno %d)", page, errno);
+}
+
 /* ------------------------------------------------------------ canary */
 
 #define CANARY_BYTE     0xca
@@ -121,9 +134,14 @@ void hak_secure_segment_init(hak_segment_t *seg) {
  * a 0 (a string's terminator) into a block with no pattern bytes changes
  * it too, except by a 1-in-256 chance. */
 typedef struct trailer_s {
-  uint32_t slack;                        /* bytes from the request's end to the trailer, masked */
-  uint32_t check;                        /* the slack, masked differently */
+  uint32_t slack;                        /* bytes from the request's end to the trailer << FAMILY_BITS
+                                            | the family, masked */
+  uint32_t check;                        /* the same, masked differently */
 } trailer_t;
+
+#define FAMILY_BITS 3
+#define FAMILY_MASK ((1u << FAMILY_BITS) - 1)
+#define SLACK_MAX   (UINT32_MAX >> FAMILY_BITS)
 
 static trailer_t trailer_encode(const void *p, uint32_t slack) {
   uint64_t h = mix(key() ^ (uintptr_t)p);
@@ -144,17 +162,31 @@ static size_t block_usable(const void *p) {
   return ref.usable;
 }
 
-/* p was allocated for hak_secure_request(size): write its canary. A slack
- * too large for the trailer (only a huge block taken from the cache can
- * have one) is capped: the requested size then reads as somewhat larger. */
-void *hak_secure_handout(void *p, size_t size) {
+/* p was allocated for hak_secure_request(size) by `family`: write its
+ * canary. A slack too large for the trailer (512 MiB: only a giant block,
+ * whose mapping has room for its alignment, can have one) is capped: the
+ * requested size then reads as somewhat larger. */
+static void *handout_as(void *p, size_t size, unsigned family) {
   if (p == NULL) return NULL;
   size_t usable = block_usable(p);
   size_t slack = usable - HAK_CANARY_SIZE - size;
-  if (slack > UINT32_MAX) slack = UINT32_MAX;
+  if (slack > SLACK_MAX) slack = SLACK_MAX;
   uint8_t *end = (uint8_t *)p + usable;
   memset(end - HAK_CANARY_SIZE - slack, CANARY_BYTE, slack < CANARY_PATTERN ? slack : CANARY_PATTERN);
-  trailer_t t = trailer_encode(p, (uint32_t)slack);
+  trailer_t t = trailer_encode(p, (uint32_t)slack << FAMILY_BITS | family);
+  memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
+  return p;
+}
+
+void *hak_secure_handout(void *p, size_t size) { return handout_as(p, size, HAK_FAMILY_MALLOC); }
+
+/* Block p, just handed out (by malloc's family), is the family's. */
+void *hak_secure_set_family(void *p, unsigned family) {
+  if (p == NULL) return NULL;
+  uint8_t *end = (uint8_t *)p + block_usable(p);
+  trailer_t t, mask = trailer_encode(p, 0);
+  memcpy(&t, end - HAK_CANARY_SIZE, sizeof t);
+  t = trailer_encode(p, ((t.slack ^ mask.slack) & ~FAMILY_MASK) | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -167,15 +199,40 @@ static HAK_NORETURN void report_overflow(hak_op_t op, const void *p, size_t size
             size, p, at, hak_op_name(op));
 }
 
+/* The family that must have allocated a block `op` frees. */
+static unsigned op_family(hak_op_t op) {
+  switch (op) {
+    case HAK_OP_DELETE: return HAK_FAMILY_NEW;
+    case HAK_OP_DELETE_ARRAY: return HAK_FAMILY_NEW_ARRAY;
+    case HAK_OP_DELETE_ALIGNED: return HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED;
+    case HAK_OP_DELETE_ARRAY_ALIGNED: return HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED;
+    default: return HAK_FAMILY_MALLOC;
+  }
+}
+
+static const char *const family_names[FAMILY_MASK + 1] = {
+  [HAK_FAMILY_MALLOC] = "malloc", [HAK_FAMILY_NEW] = "new", [HAK_FAMILY_NEW_ARRAY] = "new[]",
+  [HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED] = "new (align_val_t)",
+  [HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED] = "new[] (align_val_t)",
+};
+
+/* The trailer names another family than op's: a mismatch, or (a value no
+ * family has) an overwritten trailer. malloc_usable_size takes any. */
+static HAK_NOINLINE void family_differs(hak_op_t op, const void *p, unsigned family) {
+  if (family_names[family] == NULL) report_overflow(op, p, SIZE_MAX, 0);
+  if (op == HAK_OP_USABLE_SIZE) return;
+  hak_fatal("%s of %p, allocated by %s (alloc-dealloc mismatch)", hak_op_name(op), p, family_names[family]);
+}
+
 /* The requested size of live block p, whose block has `usable` bytes from
- * p on; reports an overflow. */
+ * p on; reports an overflow, and a block of another family than op's. */
 static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
   const uint8_t *end = (const uint8_t *)p + usable;
   trailer_t stored, mask = trailer_encode(p, 0);
   memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
-  uint32_t slack = stored.slack ^ mask.slack;
-  if (slack != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE)
-    report_overflow(op, p, SIZE_MAX, 0);
+  uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
+  if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
+  if (hak_unlikely(family != op_family(op))) family_differs(op, p, family);
   size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
@@ -281,13 +338,19 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
 /* ------------------------------------------------------------ the API */
 
 void *hak_secure_malloc(size_t size) {
-  return hak_secure_handout(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size);
+  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, HAK_FAMILY_MALLOC);
 }
 
-void hak_secure_free(void *p) {
+/* operator new and new[] (alloc.c), as malloc. */
+void *hak_secure_new(size_t size, unsigned family) {
+  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, family);
+}
+
+/* free, or a form of delete (op). */
+void hak_secure_free(void *p, hak_op_t op) {
   if (p == NULL) return;
   hak_block_ref_t ref;
-  live_block(HAK_OP_FREE, p, &ref);
+  live_block(op, p, &ref);
   hak_heap_t *heap = hak_heap_get();
   bool borrowed = heap == &hak_heap_empty;   /* a thread that only frees, or past its heap's exit */
   if (borrowed) heap = hak_heap_thread_init();
@@ -311,7 +374,7 @@ size_t hak_secure_usable_size(const void *p) {
  * quarantines the old block). */
 void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
-  if (size == 0) { hak_secure_free(p); return NULL; }
+  if (size == 0) { hak_secure_free(p, HAK_OP_REALLOC); return NULL; }
   hak_block_ref_t ref;
   size_t old = live_block(HAK_OP_REALLOC, p, &ref);
   size_t need = hak_secure_request(size);
@@ -319,7 +382,7 @@ void *hak_secure_realloc(void *p, size_t size) {
   void *q = hak_secure_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   memcpy(q, p, old < size ? old : size);
-  hak_secure_free(p);
+  hak_secure_free(p, HAK_OP_FREE);
   return q;
 }
 

@@ -20,6 +20,13 @@
  *   guard page        the last OS page of a segment's metadata is
  *                     inaccessible: an underflow from the first data
  *                     slice faults instead of rewriting page descriptors
+ *   block guards      the OS page right after each large and huge block
+ *                     is inaccessible while the block lives: a linear
+ *                     overflow (or read) past it faults at once
+ *   families          the canary trailer also records which function
+ *                     family allocated the block (malloc, new, new[],
+ *                     and the aligned new forms): free, realloc and
+ *                     each form of delete check it
  *
  * Included at the end of internal.h. */
 #ifndef HAKMEM_SECURE_H
@@ -61,9 +68,33 @@ static inline size_t hak_secure_request(size_t size) {
   return size > SIZE_MAX - HAK_CANARY_SIZE ? SIZE_MAX : size + HAK_CANARY_SIZE;
 }
 
+/* Allocation families, kept in the canary trailer: a block goes back
+ * through its family's deallocation, as glibc's and ASan's
+ * "alloc-dealloc-mismatch" (and, for the alignment, ASan's
+ * "new-delete-type-mismatch") define it: malloc & co. (calloc, realloc,
+ * the aligned functions) with free or realloc; new with delete; new[]
+ * with delete[]; the align_val_t forms with their own. The nothrow forms
+ * are their family's. malloc_usable_size reads any block (as ASan's). */
+typedef enum {
+  HAK_FAMILY_MALLOC = 0,
+  HAK_FAMILY_NEW = 1,
+  HAK_FAMILY_NEW_ARRAY = 2,
+  HAK_FAMILY_ALIGNED = 4,                /* flag: the align_val_t forms of new and new[] */
+} hak_family_t;
+
 HAK_INTERNAL void *hak_secure_handout(void *p, size_t size);
+HAK_INTERNAL void *hak_secure_set_family(void *p, unsigned family);
 HAK_INTERNAL void *hak_secure_malloc(size_t size);
-HAK_INTERNAL void  hak_secure_free(void *p);
+HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);
+HAK_INTERNAL void  hak_secure_free(void *p, hak_op_t op);
+HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the C++ deletes */
+HAK_INTERNAL void  hak_delete_array(void *p);
+HAK_INTERNAL void  hak_delete_aligned(void *p);
+HAK_INTERNAL void  hak_delete_array_aligned(void *p);
+/* The guard page after a large or huge block: `page` made inaccessible
+ * (on) or accessible again (off), the OS page right after the block. */
+#define HAK_GUARD_SIZE HAK_OS_PAGE
+HAK_INTERNAL void  hak_secure_guard(void *page, bool on);
 HAK_INTERNAL void *hak_secure_realloc(void *p, size_t size);
 HAK_INTERNAL size_t hak_secure_usable_size(const void *p);
 HAK_INTERNAL void hak_secure_page_init(hak_page_t *page);

@@ -405,21 +405,41 @@ static void large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty) {
 }
 
 void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
+#if HAKMEM_SECURE
+  /* The block ends at the OS page that ends its request, and the page after
+   * it is a guard page (secure.h), inaccessible until the block is freed;
+   * the rest of its last slice is unused. A block whose guard would not
+   * fit an arena segment is huge. */
+  size_t block = hak_align_up(size, HAK_OS_PAGE);
+  size_t slices = (block + HAK_GUARD_SIZE + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  if (slices > HAK_SLICES - HAK_META_SLICES) return hak_huge_alloc(size, 0, zero);
+#else
   size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+#endif
   bool dirty;
   hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
   if (span == NULL) return NULL;
+#if HAKMEM_SECURE
+  span->block_size = (uint32_t)block;
+#else
   span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
+#endif
   hak_page_used_set(span, 1);
   atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
   if (zero) large_zero(span, p, size, dirty);
+#if HAKMEM_SECURE
+  hak_secure_guard(p + span->block_size, true);   /* after zeroing: populate stops short of it anyway */
+#endif
   return p;
 }
 
 void hak_large_free(hak_page_t *span) {
+#if HAKMEM_SECURE
+  hak_secure_guard(hak_page_area(span) + span->block_size, false);   /* before the span may be reused or purged */
+#endif
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   hak_span_free(span);
