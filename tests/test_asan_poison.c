@@ -40,13 +40,14 @@ static void read_after_free(void)
 
 static void read_after_free_of_medium(void)
 {
-    /* A medium class; the first block keeps the page (a page emptied goes
-     * back to its arena unpoisoned). */
-    CHECK(malloc(300 * KiB) != NULL);
-    char *p = malloc(300 * KiB);
-    memset(p, 1, 300 * KiB);
+    /* A medium class of several blocks per page (from 256 KiB up a block
+     * has its page to itself); the first block keeps the page (a page
+     * emptied goes back to its arena unpoisoned). */
+    CHECK(malloc(100 * KiB) != NULL);
+    char *p = malloc(100 * KiB);
+    memset(p, 1, 100 * KiB);
     free(p);
-    target = p + 100 * KiB;
+    target = p + 50 * KiB;
     hak_announce(target);
     printf("%d\n", target[0]);
 }

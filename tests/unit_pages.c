@@ -210,6 +210,10 @@ static void *free_one_and_exit(void *arg) {
 }
 
 static void medium_frees_are_reused_first(void) {
+  if (hak_owner_counted) {   /* counting or a tool (the ASan build): every free takes the counted path */
+    printf("     (calls are counted here: no block is kept)\n");
+    return;
+  }
   void *p = hak_malloc(RECENT_SIZE), *q = hak_malloc(RECENT_SIZE);
   hak_page_t *page = page_of(p);
   size_t used = hak_page_used(page);
