@@ -254,39 +254,42 @@ static void underflow_into_segment_metadata(void)
 static const struct misuse {
     const char *name;
     void (*fn)(void);
-    int must_stop;          /* variants that must stop it; the others must not */
+    int must_stop;          /* variants that must stop it; the others must not, */
     const char *words;      /* in hakmem's one-line message; NULL: SIGSEGV */
+    int may_stop;           /* except these, whose outcome is only printed */
 } misuses[] = {
-    { "overflow by 1, small", overflow_1_small, SECURE, "heap overflow" },
-    { "overflow by 1, medium", overflow_1_medium, SECURE, "heap overflow" },
-    { "overflow by 1, large", overflow_1_large, SECURE, "heap overflow" },
-    { "overflow by 32, small", overflow_32_small, SECURE, "heap overflow" },
-    { "overflow by 32, medium", overflow_32_medium, SECURE, "heap overflow" },
-    { "overflow by 32, large", overflow_32_large, SECURE, "heap overflow" },
-    { "overflow by 1, found by realloc", overflow_1_then_realloc, SECURE, "found by realloc" },
-    { "underflow into the block before, small", underflow_small, SECURE, "heap overflow" },
-    { "underflow into the block before, medium", underflow_medium, SECURE, "heap overflow" },
-    { "use-after-free write, small", use_after_free_write_small, SECURE, "use-after-free write" },
-    { "use-after-free write, medium", use_after_free_write_medium, SECURE, "use-after-free write" },
-    { "use-after-free write, large", use_after_free_write_large, SECURE, "use-after-free write" },
-    { "double free, small", double_free_small, DEFAULT | SECURE, "double free" },
-    { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free" },
-    { "double free, large", double_free_large, DEFAULT | SECURE, "double free" },
-    { "interior free, small", interior_free_small, DEFAULT | SECURE, "inside" },
-    { "interior free, medium", interior_free_medium, DEFAULT | SECURE, "inside" },
-    { "interior free, large", interior_free_large, DEFAULT | SECURE, "inside" },
-    { "malloc, then delete", malloc_then_delete, SECURE, "allocated by malloc" },
-    { "new, then free", new_then_free, SECURE, "allocated by new (alloc-dealloc mismatch)" },
-    { "new[], then delete", new_array_then_delete, SECURE, "allocated by new[]" },
-    { "new, then delete[]", new_then_delete_array, SECURE, "allocated by new (alloc-dealloc mismatch)" },
-    { "new (align_val_t), then delete", new_aligned_then_delete, SECURE, "allocated by new (align_val_t)" },
+    { "overflow by 1, small", overflow_1_small, SECURE, "heap overflow", 0 },
+    { "overflow by 1, medium", overflow_1_medium, SECURE, "heap overflow", 0 },
+    { "overflow by 1, large", overflow_1_large, SECURE, "heap overflow", 0 },
+    { "overflow by 32, small", overflow_32_small, SECURE, "heap overflow", 0 },
+    { "overflow by 32, medium", overflow_32_medium, SECURE, "heap overflow", 0 },
+    { "overflow by 32, large", overflow_32_large, SECURE, "heap overflow", 0 },
+    { "overflow by 1, found by realloc", overflow_1_then_realloc, SECURE, "found by realloc", 0 },
+    { "underflow into the block before, small", underflow_small, SECURE, "heap overflow", 0 },
+    { "underflow into the block before, medium", underflow_medium, SECURE, "heap overflow", 0 },
+    { "use-after-free write, small", use_after_free_write_small, SECURE, "use-after-free write", 0 },
+    { "use-after-free write, medium", use_after_free_write_medium, SECURE, "use-after-free write", 0 },
+    { "use-after-free write, large", use_after_free_write_large, SECURE, "use-after-free write", 0 },
+    { "double free, small", double_free_small, DEFAULT | SECURE, "double free", 0 },
+    { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free", 0 },
+    { "double free, large", double_free_large, DEFAULT | SECURE, "double free", 0 },
+    { "interior free, small", interior_free_small, DEFAULT | SECURE, "inside", 0 },
+    { "interior free, medium", interior_free_medium, DEFAULT | SECURE, "inside", 0 },
+    { "interior free, large", interior_free_large, DEFAULT | SECURE, "inside", 0 },
+    { "malloc, then delete", malloc_then_delete, SECURE, "allocated by malloc", 0 },
+    { "new, then free", new_then_free, SECURE, "allocated by new (alloc-dealloc mismatch)", 0 },
+    { "new[], then delete", new_array_then_delete, SECURE, "allocated by new[]", 0 },
+    { "new, then delete[]", new_then_delete_array, SECURE, "allocated by new (alloc-dealloc mismatch)", 0 },
+    { "new (align_val_t), then delete", new_aligned_then_delete, SECURE, "allocated by new (align_val_t)", 0 },
     /* In the default variant a huge block's mapping ends with its request
-     * (a multiple of the page), and nothing is mapped after it. */
-    { "overflow to a page past the end, large", overflow_page_large, SECURE, NULL },
-    { "overflow to a page past the end, huge", overflow_page_huge, DEFAULT | SECURE, NULL },
-    { "read a page past the end, large", read_page_past_large, SECURE, NULL },
+     * (a multiple of the page), and what follows is usually unmapped (the
+     * tail trimmed off its aligned reservation), but a mapping made since
+     * (the purger's stack, say) may fill it: stopped or not, by chance. */
+    { "overflow to a page past the end, large", overflow_page_large, SECURE, NULL, 0 },
+    { "overflow to a page past the end, huge", overflow_page_huge, SECURE, NULL, DEFAULT },
+    { "read a page past the end, large", read_page_past_large, SECURE, NULL, 0 },
 #ifndef HAK_TEST_LIBC
-    { "underflow into a segment's metadata", underflow_into_segment_metadata, SECURE, NULL },
+    { "underflow into a segment's metadata", underflow_into_segment_metadata, SECURE, NULL, 0 },
 #endif
 };
 
@@ -300,7 +303,7 @@ static void every_misuse_is_stopped_where_promised(void)
         bool stop = WIFSIGNALED(r.status);
         stopped += stop;
         printf("     %s: %s\n", VARIANT_NAME, stop ? "stopped" : "not stopped");
-        if (VARIANT == 0) continue;   /* the C library: printed only */
+        if (VARIANT == 0 || (m->may_stop & VARIANT)) continue;   /* printed only */
         if (!(m->must_stop & VARIANT)) {
             CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
                    "child status 0x%x, want a normal end in the %s variant", r.status, VARIANT_NAME);
