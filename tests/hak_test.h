@@ -324,6 +324,30 @@ static inline size_t hak_rss_bytes(void)
                           rss_ / MiB, (size_t)(base) / MiB, (size_t)(growth) * HAK_RSS_SLACK / MiB); \
     } while (0)
 
+/* Growth that must go: freed memory may take the purge delay (and, on a
+ * loaded machine, the purger's turn) to leave, so the bound must hold
+ * within `ms` milliseconds of the check, not at that instant. */
+static inline size_t hak_wait_rss_below(size_t limit, unsigned ms)
+{
+    size_t rss = hak_rss_bytes();
+    for (unsigned waited = 0; rss >= limit && waited < ms; waited += 10) {
+        usleep(10 * 1000);
+        rss = hak_rss_bytes();
+    }
+    return rss;
+}
+
+#define CHECK_RSS_GROWTH_WITHIN(base, growth, ms)                            \
+    do {                                                                     \
+        size_t lim_ = (base) + (growth) * HAK_RSS_SLACK;                     \
+        size_t rss_ = hak_wait_rss_below(lim_, (ms));                        \
+        if (rss_ >= lim_)                                                    \
+            hak_test_fail(__FILE__, __LINE__,                                \
+                          "RSS %zu MiB still past %zu MiB + %zu MiB after %u ms (memory not reused?)", \
+                          rss_ / MiB, (size_t)(base) / MiB,                  \
+                          (size_t)(growth) * HAK_RSS_SLACK / MiB, (unsigned)(ms)); \
+    } while (0)
+
 /* ---- a blocking queue of blocks handed between threads ------------------ */
 
 /* A block in flight, filled with the pattern hak_seed_of(ptr, size). */
