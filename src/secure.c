@@ -54,12 +54,33 @@ static uint64_t random_seed(void) {
 /* The process key (canary checks, quarantine tags): chosen by the first
  * thread that needs it, the same for all after. */
 static _Atomic(uint64_t) process_key;
+static _Atomic(uint64_t) process_key2;   /* the canary hash's multiplier: mix(process_key) | 1 */
 
-static uint64_t key(void) {
-  uint64_t k = atomic_load_explicit(&process_key, memory_order_relaxed);
-  if (hak_likely(k != 0)) return k;
+static HAK_NOINLINE uint64_t key_init(void) {
   uint64_t fresh = random_seed() | 1, expected = 0;
-  return atomic_compare_exchange_strong(&process_key, &expected, fresh) ? fresh : expected;
+  uint64_t k = atomic_compare_exchange_strong(&process_key, &expected, fresh) ? fresh : expected;
+  atomic_store_explicit(&process_key2, mix(k) | 1, memory_order_release);
+  return k;
+}
+
+/* Both keys, read once per call (process_key2 is set after process_key). */
+typedef struct keys_s { uint64_t k1, k2; } keys_t;
+
+static inline keys_t keys(void) {
+  uint64_t k2 = atomic_load_explicit(&process_key2, memory_order_acquire);
+  if (hak_unlikely(k2 == 0)) {
+    key_init();
+    k2 = atomic_load_explicit(&process_key2, memory_order_acquire);
+  }
+  return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed), k2 };
+}
+
+/* A keyed hash of an address, for the canary masks: the 128-bit product of
+ * the address xor the key by a second secret, its halves folded (as
+ * wyhash's mum). */
+static inline uint64_t keyed_hash(keys_t ks, const void *p) {
+  __uint128_t m = (__uint128_t)((uintptr_t)p ^ ks.k1) * ks.k2;
+  return (uint64_t)m ^ (uint64_t)(m >> 64);
 }
 
 static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
@@ -143,8 +164,8 @@ typedef struct trailer_s {
 #define FAMILY_MASK ((1u << FAMILY_BITS) - 1)
 #define SLACK_MAX   (UINT32_MAX >> FAMILY_BITS)
 
-static trailer_t trailer_encode(const void *p, uint32_t slack) {
-  uint64_t h = mix(key() ^ (uintptr_t)p);
+static inline trailer_t trailer_encode(keys_t ks, const void *p, uint32_t slack) {
+  uint64_t h = keyed_hash(ks, p);
   return (trailer_t){ slack ^ (uint32_t)h, slack ^ (uint32_t)(h >> 32) };
 }
 
@@ -162,20 +183,32 @@ static size_t block_usable(const void *p) {
   return ref.usable;
 }
 
-/* p was allocated for hak_secure_request(size) by `family`: write its
- * canary. A slack too large for the trailer (512 MiB: only a giant block,
- * whose mapping has room for its alignment, can have one) is capped: the
- * requested size then reads as somewhat larger. */
-static void *handout_as(void *p, size_t size, unsigned family) {
-  if (p == NULL) return NULL;
-  size_t usable = block_usable(p);
+/* Write the canary of p, `usable` bytes to its block's end, allocated for
+ * hak_secure_request(size) by `family`. A slack too large for the trailer
+ * (512 MiB: only a giant block, whose mapping has room for its alignment,
+ * can have one) is capped: the requested size then reads as somewhat
+ * larger. The 8 to 16 pattern bytes are two (maybe overlapping) words. */
+static inline void *canary_write(void *p, size_t usable, size_t size, unsigned family) {
   size_t slack = usable - HAK_CANARY_SIZE - size;
   if (slack > SLACK_MAX) slack = SLACK_MAX;
   uint8_t *end = (uint8_t *)p + usable;
-  memset(end - HAK_CANARY_SIZE - slack, CANARY_BYTE, slack < CANARY_PATTERN ? slack : CANARY_PATTERN);
-  trailer_t t = trailer_encode(p, (uint32_t)slack << FAMILY_BITS | family);
+  uint8_t *pattern = end - HAK_CANARY_SIZE - slack;
+  size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
+  if (hak_likely(n >= 8)) {
+    uint64_t w = CANARY_WORD;
+    memcpy(pattern, &w, 8);
+    memcpy(pattern + n - 8, &w, 8);
+  } else {
+    for (size_t i = 0; i < n; i++) pattern[i] = CANARY_BYTE;
+  }
+  trailer_t t = trailer_encode(keys(), p, (uint32_t)slack << FAMILY_BITS | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
+}
+
+static void *handout_as(void *p, size_t size, unsigned family) {
+  if (p == NULL) return NULL;
+  return canary_write(p, block_usable(p), size, family);
 }
 
 void *hak_secure_handout(void *p, size_t size) { return handout_as(p, size, HAK_FAMILY_MALLOC); }
@@ -184,9 +217,10 @@ void *hak_secure_handout(void *p, size_t size) { return handout_as(p, size, HAK_
 void *hak_secure_set_family(void *p, unsigned family) {
   if (p == NULL) return NULL;
   uint8_t *end = (uint8_t *)p + block_usable(p);
-  trailer_t t, mask = trailer_encode(p, 0);
+  keys_t ks = keys();
+  trailer_t t, mask = trailer_encode(ks, p, 0);
   memcpy(&t, end - HAK_CANARY_SIZE, sizeof t);
-  t = trailer_encode(p, ((t.slack ^ mask.slack) & ~FAMILY_MASK) | family);
+  t = trailer_encode(ks, p, ((t.slack ^ mask.slack) & ~FAMILY_MASK) | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -226,9 +260,9 @@ static HAK_NOINLINE void family_differs(hak_op_t op, const void *p, unsigned fam
 
 /* The requested size of live block p, whose block has `usable` bytes from
  * p on; reports an overflow, and a block of another family than op's. */
-static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
+static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
   const uint8_t *end = (const uint8_t *)p + usable;
-  trailer_t stored, mask = trailer_encode(p, 0);
+  trailer_t stored, mask = trailer_encode(ks, p, 0);
   memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
   uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
@@ -252,7 +286,7 @@ static size_t canary_check(hak_op_t op, const void *p, size_t usable) {
 #define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
 #define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
 
-static uintptr_t quarantine_tag(const void *p) { return (uintptr_t)p ^ (uintptr_t)key() ^ 0x5175617261ULL; }
+static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.k1 ^ 0x5175617261ULL; }
 
 /* Quarantined blocks start at their block, so their second word is theirs
  * (a block inside its block, from an aligned allocation, skips quarantine). */
@@ -272,31 +306,66 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   } else {
     hak_block_find(op, p, ref);
   }
-  if (is_block_start(ref, p) && ((const uintptr_t *)p)[1] == quarantine_tag(p))
+  keys_t ks = keys();
+  if (is_block_start(ref, p) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
     hak_report_freed(op, p, "it is in quarantine");
-  return canary_check(op, p, ref->usable);
+  return canary_check(ks, op, p, ref->usable);
 }
 
-static void quarantine_fill(void *p, size_t usable) {
-  size_t fill = usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL;
-  memset(p, FREED_BYTE, fill);
-  ((uintptr_t *)p)[1] = quarantine_tag(p);
+/* The fill, as two-word vectors: the first holds the tag in its second word. */
+typedef uint64_t fill_t __attribute__((vector_size(16)));
+
+static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
+  uintptr_t tag = quarantine_tag(ks, p);
+  if (hak_likely(usable >= QUARANTINE_FILL)) {
+    fill_t first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
+    memcpy(p, &first, 16);
+    memcpy((uint8_t *)p + 16, &rest, 16);
+    memcpy((uint8_t *)p + 32, &rest, 16);
+    memcpy((uint8_t *)p + 48, &rest, 16);
+  } else if (usable % 16 == 0) {   /* 16, 32 or 48: blocks of the smallest classes */
+    fill_t first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
+    memcpy(p, &first, 16);
+    if (usable >= 32) memcpy((uint8_t *)p + 16, &rest, 16);
+    if (usable >= 48) memcpy((uint8_t *)p + 32, &rest, 16);
+  } else {
+    memset(p, FREED_BYTE, usable);
+    ((uintptr_t *)p)[1] = tag;
+  }
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported. */
 static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
   const uint64_t *w = p;
   size_t i = 0;
-  while (i + 1 < fill / 8 && w[i] == (i == 1 ? quarantine_tag(p) : FREED_WORD)) i++;
+  while (i + 1 < fill / 8 && w[i] == (i == 1 ? quarantine_tag(keys(), p) : FREED_WORD)) i++;
   hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
 }
 
-static void quarantine_release(hak_heap_t *heap, void *p, size_t usable) {
-  size_t fill = usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL;
-  const uint64_t *w = p;
-  uint64_t diff = (w[0] ^ FREED_WORD) | (w[1] ^ quarantine_tag(p));
-  for (size_t i = 2; i < fill / 8; i++) diff |= w[i] ^ FREED_WORD;
-  if (hak_unlikely(diff != 0)) report_use_after_free(p, fill);
+static inline void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
+  uintptr_t tag = quarantine_tag(ks, p);
+  uint64_t diff;
+  if (hak_likely(usable >= QUARANTINE_FILL)) {
+    fill_t a, b, c, d, first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
+    memcpy(&a, p, 16);
+    memcpy(&b, (const uint8_t *)p + 16, 16);
+    memcpy(&c, (const uint8_t *)p + 32, 16);
+    memcpy(&d, (const uint8_t *)p + 48, 16);
+    fill_t x = (a ^ first) | (b ^ rest) | (c ^ rest) | (d ^ rest);
+    diff = x[0] | x[1];
+  } else if (usable % 16 == 0) {
+    fill_t a, x, first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
+    memcpy(&a, p, 16);
+    x = a ^ first;
+    if (usable >= 32) { memcpy(&a, (const uint8_t *)p + 16, 16); x |= a ^ rest; }
+    if (usable >= 48) { memcpy(&a, (const uint8_t *)p + 32, 16); x |= a ^ rest; }
+    diff = x[0] | x[1];
+  } else {
+    const uint64_t *w = p;
+    diff = (w[0] ^ FREED_WORD) | (w[1] ^ tag);
+    for (size_t i = 2; i < usable / 8; i++) diff |= w[i] ^ FREED_WORD;
+  }
+  if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
   /* Not a quarantine tag any more: a large block's memory is handed out
    * again as it is (page blocks get their free tag). */
   if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
@@ -311,18 +380,31 @@ static void quarantine_evict(hak_heap_t *heap) {
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
   q->bytes -= usable;
-  quarantine_release(heap, p, usable);
+  quarantine_release(keys(), heap, p, usable);
 }
 
 void hak_quarantine_flush(hak_heap_t *heap) {
   while (heap->quarantine.count > 0) quarantine_evict(heap);
 }
 
-static void quarantine_put(hak_heap_t *heap, void *p, size_t usable) {
+/* Into quarantine. Usually it is full and p takes the oldest block's slot,
+ * which leaves. */
+static inline void quarantine_put(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
   hak_quarantine_t *q = &heap->quarantine;
+  quarantine_fill(ks, p, usable);
+  size_t head = q->head;
+  void *old = q->slots[head].p;
+  size_t old_usable = q->slots[head].usable;
+  if (hak_likely(q->count == HAK_QUARANTINE_SLOTS && q->bytes - old_usable + usable <= QUARANTINE_BYTES)) {
+    q->slots[head].p = p;
+    q->slots[head].usable = usable;
+    q->head = (head + 1) % HAK_QUARANTINE_SLOTS;
+    q->bytes += usable - old_usable;
+    quarantine_release(ks, heap, old, old_usable);
+    return;
+  }
   while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
     quarantine_evict(heap);
-  quarantine_fill(p, usable);
   q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].p = p;
   q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].usable = usable;
   q->count++;
@@ -337,17 +419,55 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
 
 /* ------------------------------------------------------------ the API */
 
-void *hak_secure_malloc(size_t size) {
-  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, HAK_FAMILY_MALLOC);
+/* malloc, new and new[]: a small block from the first page of its class
+ * (as hak_malloc_generic takes it: the direct tables are empty when calls
+ * are counted or tracked), whose block size is at hand; the rest through
+ * the generic path. */
+static inline void *secure_alloc(size_t size, unsigned family) {
+  size_t request = hak_secure_request(size);
+  hak_heap_t *heap = hak_heap_get();
+  if (hak_likely(request <= HAK_SMALL_MAX)) {
+    hak_page_t *page = heap->direct[hak_direct_index(request)];
+    hak_block_t *b = page->free;
+    if (hak_likely(b != NULL)) {
+      page->free = hak_block_next(page, b);
+      hak_page_used_inc(page);
+      b->free_tag = 0;
+      return canary_write(b, page->block_size, size, family);
+    }
+  }
+  return handout_as(hak_malloc_generic(request, heap, false), size, family);
 }
+
+void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALLOC); }
 
 /* operator new and new[] (alloc.c), as malloc. */
-void *hak_secure_new(size_t size, unsigned family) {
-  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, family);
+void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, family); }
+
+/* free, or a form of delete (op). The usual case first: the start of a
+ * live block of a one-slice page (as live_block finds it) freed by a
+ * thread with a heap, into quarantine. */
+static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
+
+void hak_secure_free(void *p, hak_op_t op) {
+  hak_segment_t *seg = hak_segment_lookup(p);
+  if (hak_likely(seg != NULL)) {
+    const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
+    hak_page_t *page = slice->page;
+    hak_heap_t *heap = hak_heap_get();
+    keys_t ks = keys();
+    if (hak_likely(hak_block_check(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
+                   ((const uintptr_t *)p)[1] != quarantine_tag(ks, p) && heap != &hak_heap_empty)) {
+      size_t usable = page->block_size;
+      canary_check(ks, op, p, usable);
+      quarantine_put(ks, heap, p, usable);
+      return;
+    }
+  }
+  secure_free_slow(p, op);
 }
 
-/* free, or a form of delete (op). */
-void hak_secure_free(void *p, hak_op_t op) {
+static void secure_free_slow(void *p, hak_op_t op) {
   if (p == NULL) return;
   hak_block_ref_t ref;
   live_block(op, p, &ref);
@@ -358,7 +478,7 @@ void hak_secure_free(void *p, hak_op_t op) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
     hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
   } else {
-    quarantine_put(heap, p, ref.usable);
+    quarantine_put(keys(), heap, p, ref.usable);
   }
   if (borrowed && heap != NULL) hak_heap_release(heap);
 }

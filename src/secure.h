@@ -43,16 +43,21 @@ static inline uintptr_t hak_link_encode(const hak_page_t *page, const hak_block_
 HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b);
 
 /* The next block of a free list, checked: NULL or a carved block of the
- * page (exact for one-slice pages, through hak_block_check). */
+ * page (exact for one-slice pages, through hak_block_check). b is a block
+ * of the page (a list's head is in the page descriptor, and each link
+ * after it was checked), so in a one-slice page next must lie in b's slice. */
 static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
   hak_block_t *next = (hak_block_t *)((uintptr_t)b->next ^ page->secret ^ (uintptr_t)&b->next);
   if (next == NULL) return NULL;
-  hak_segment_t *seg = hak_segment_of(page);
-  size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
-  bool ok = page->slice_count == 1
-                ? offset < HAK_SLICE_SIZE && hak_block_check(&seg->slices[page - seg->pages], next)
-                : offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
-                      offset % page->block_size == 0;   /* (the purger walks held lists while the owner carves) */
+  bool ok;
+  if (page->slice_count == 1) {
+    ok = (((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
+         hak_block_check(&hak_segment_of(b)->slices[hak_slice_of(b)], next);
+  } else {
+    size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
+    ok = offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
+         offset % page->block_size == 0;   /* (the purger walks held lists while the owner carves) */
+  }
   if (hak_unlikely(!ok)) hak_secure_bad_link(page, b);
   return next;
 }
