@@ -284,7 +284,7 @@ static inline void free_block(void *p, hak_heap_t *heap) {
 
 void hak_free(void *p) {
 #if HAKMEM_SECURE   /* checks the canary, then the quarantine frees it later */
-  hak_secure_free(p, HAK_OP_FREE);
+  hak_secure_free_plain(p);
 #else
   free_block(p, hak_heap_get());
 #endif

@@ -188,9 +188,10 @@ static size_t block_usable(const void *p) {
  * (512 MiB: only a giant block, whose mapping has room for its alignment,
  * can have one) is capped: the requested size then reads as somewhat
  * larger. The 8 to 16 pattern bytes are two (maybe overlapping) words. */
-static inline void *canary_write(void *p, size_t usable, size_t size, unsigned family) {
+static inline __attribute__((always_inline)) void *canary_write(void *p, size_t usable, size_t size, unsigned family,
+                                                                bool small) {
   size_t slack = usable - HAK_CANARY_SIZE - size;
-  if (slack > SLACK_MAX) slack = SLACK_MAX;
+  if (!small && slack > SLACK_MAX) slack = SLACK_MAX;
   uint8_t *end = (uint8_t *)p + usable;
   uint8_t *pattern = end - HAK_CANARY_SIZE - slack;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
@@ -208,7 +209,7 @@ static inline void *canary_write(void *p, size_t usable, size_t size, unsigned f
 
 static void *handout_as(void *p, size_t size, unsigned family) {
   if (p == NULL) return NULL;
-  return canary_write(p, block_usable(p), size, family);
+  return canary_write(p, block_usable(p), size, family, false);
 }
 
 void *hak_secure_handout(void *p, size_t size) { return handout_as(p, size, HAK_FAMILY_MALLOC); }
@@ -342,7 +343,7 @@ static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
   hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
 }
 
-static inline void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
+static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
   uintptr_t tag = quarantine_tag(ks, p);
   uint64_t diff;
   if (hak_likely(usable >= QUARANTINE_FILL)) {
@@ -389,7 +390,7 @@ void hak_quarantine_flush(hak_heap_t *heap) {
 
 /* Into quarantine. Usually it is full and p takes the oldest block's slot,
  * which leaves. */
-static inline void quarantine_put(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
+static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
   hak_quarantine_t *q = &heap->quarantine;
   quarantine_fill(ks, p, usable);
   size_t head = q->head;
@@ -424,19 +425,18 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
  * are counted or tracked), whose block size is at hand; the rest through
  * the generic path. */
 static inline void *secure_alloc(size_t size, unsigned family) {
-  size_t request = hak_secure_request(size);
   hak_heap_t *heap = hak_heap_get();
-  if (hak_likely(request <= HAK_SMALL_MAX)) {
-    hak_page_t *page = heap->direct[hak_direct_index(request)];
+  if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
+    hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
     hak_block_t *b = page->free;
     if (hak_likely(b != NULL)) {
       page->free = hak_block_next(page, b);
       hak_page_used_inc(page);
       b->free_tag = 0;
-      return canary_write(b, page->block_size, size, family);
+      return canary_write(b, page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
     }
   }
-  return handout_as(hak_malloc_generic(request, heap, false), size, family);
+  return handout_as(hak_malloc_generic(hak_secure_request(size), heap, false), size, family);
 }
 
 void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALLOC); }
@@ -449,7 +449,7 @@ void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, f
  * thread with a heap, into quarantine. */
 static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
 
-void hak_secure_free(void *p, hak_op_t op) {
+static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
     const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
@@ -466,6 +466,11 @@ void hak_secure_free(void *p, hak_op_t op) {
   }
   secure_free_slow(p, op);
 }
+
+void hak_secure_free(void *p, hak_op_t op) { secure_free(p, op); }
+
+/* free itself, its op known here. */
+void hak_secure_free_plain(void *p) { secure_free(p, HAK_OP_FREE); }
 
 static void secure_free_slow(void *p, hak_op_t op) {
   if (p == NULL) return;

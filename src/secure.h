@@ -92,6 +92,7 @@ HAK_INTERNAL void *hak_secure_set_family(void *p, unsigned family);
 HAK_INTERNAL void *hak_secure_malloc(size_t size);
 HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);
 HAK_INTERNAL void  hak_secure_free(void *p, hak_op_t op);
+HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* hak_secure_free(p, HAK_OP_FREE) */
 HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the C++ deletes */
 HAK_INTERNAL void  hak_delete_array(void *p);
 HAK_INTERNAL void  hak_delete_aligned(void *p);
