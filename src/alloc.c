@@ -321,33 +321,27 @@ static HAK_NOINLINE void *new_retry(size_t size, size_t align) {
 typedef void *hak_new_nothrow_t(size_t, const void *);
 typedef void *hak_new_aligned_nothrow_t(size_t, size_t, const void *);
 
-static HAK_NOINLINE void *new_nothrow_retry(size_t size, const void *tag) {
-  hak_new_nothrow_t *runtime_new = (hak_new_nothrow_t *)cxx_runtime_symbol("_ZnwmRKSt9nothrow_t", true);
+/* `symbol`: the runtime's nothrow operator of the same form (new or
+ * new[]), which calls ours back. */
+static HAK_NOINLINE void *nothrow_retry(const char *symbol, size_t size, const void *tag) {
+  hak_new_nothrow_t *runtime_new = (hak_new_nothrow_t *)cxx_runtime_symbol(symbol, true);
   return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, tag) : NULL;
 }
 
-static HAK_NOINLINE void *new_aligned_nothrow_retry(size_t size, size_t align, const void *tag) {
-  hak_new_aligned_nothrow_t *runtime_new =
-      (hak_new_aligned_nothrow_t *)cxx_runtime_symbol("_ZnwmSt11align_val_tRKSt9nothrow_t", true);
+static HAK_NOINLINE void *aligned_nothrow_retry(const char *symbol, size_t size, size_t align, const void *tag) {
+  hak_new_aligned_nothrow_t *runtime_new = (hak_new_aligned_nothrow_t *)cxx_runtime_symbol(symbol, true);
   return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
 }
+#define NEW_NOTHROW              "_ZnwmRKSt9nothrow_t"
+#define NEW_ALIGNED_NOTHROW      "_ZnwmSt11align_val_tRKSt9nothrow_t"
+#define NEW_ARRAY_NOTHROW        "_ZnamRKSt9nothrow_t"
+#define NEW_ARRAY_ALIGNED_NOTHROW "_ZnamSt11align_val_tRKSt9nothrow_t"
 
 #if HAKMEM_SECURE
 /* Each form records its family in the block (secure.h), for delete to
  * check. A block from new_retry (malloc's family) gets its form's; the
  * nothrow retries go through the C++ runtime's nothrow operator of the same
  * form, which calls ours (new[] for new[]). */
-static HAK_NOINLINE void *new_array_nothrow_retry(size_t size, const void *tag) {
-  hak_new_nothrow_t *runtime_new = (hak_new_nothrow_t *)cxx_runtime_symbol("_ZnamRKSt9nothrow_t", true);
-  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, tag) : NULL;
-}
-
-static HAK_NOINLINE void *new_array_aligned_nothrow_retry(size_t size, size_t align, const void *tag) {
-  hak_new_aligned_nothrow_t *runtime_new =
-      (hak_new_aligned_nothrow_t *)cxx_runtime_symbol("_ZnamSt11align_val_tRKSt9nothrow_t", true);
-  return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
-}
-
 #define NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
 #define NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
 
@@ -361,11 +355,11 @@ HAK_INTERNAL void *hak_new_array(size_t size) {
 }
 HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
   void *p = hak_secure_new(size, HAK_FAMILY_NEW);
-  return hak_likely(p != NULL) ? p : new_nothrow_retry(size, tag);
+  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_NOTHROW, size, tag);
 }
 HAK_INTERNAL void *hak_new_array_nothrow(size_t size, const void *tag) {
   void *p = hak_secure_new(size, HAK_FAMILY_NEW_ARRAY);
-  return hak_likely(p != NULL) ? p : new_array_nothrow_retry(size, tag);
+  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_ARRAY_NOTHROW, size, tag);
 }
 HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
   void *p = alloc_aligned(align, size, false);
@@ -377,12 +371,12 @@ HAK_INTERNAL void *hak_new_array_aligned(size_t size, size_t align) {
 }
 HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
   void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ALIGNED) : new_aligned_nothrow_retry(size, align, tag);
+  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ALIGNED) : aligned_nothrow_retry(NEW_ALIGNED_NOTHROW, size, align, tag);
 }
 HAK_INTERNAL void *hak_new_array_aligned_nothrow(size_t size, size_t align, const void *tag) {
   void *p = alloc_aligned(align, size, false);
   return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ARRAY_ALIGNED)
-                               : new_array_aligned_nothrow_retry(size, align, tag);
+                               : aligned_nothrow_retry(NEW_ARRAY_ALIGNED_NOTHROW, size, align, tag);
 }
 #else
 HAK_INTERNAL void *hak_new(size_t size) {
@@ -391,7 +385,7 @@ HAK_INTERNAL void *hak_new(size_t size) {
 }
 HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
   void *p = hak_malloc(size);
-  return hak_likely(p != NULL) ? p : new_nothrow_retry(size, tag);
+  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_NOTHROW, size, tag);
 }
 HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
   void *p = alloc_aligned(align, size, false);
@@ -399,7 +393,7 @@ HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
 }
 HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
   void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? p : new_aligned_nothrow_retry(size, align, tag);
+  return hak_likely(p != NULL) ? p : aligned_nothrow_retry(NEW_ALIGNED_NOTHROW, size, align, tag);
 }
 #endif
 
