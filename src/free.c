@@ -109,10 +109,15 @@ static inline void mark_free(hak_block_t *b, const hak_page_t *page) {
   b->free_tag = tag;
 }
 
-static inline void push_local(hak_page_t *page, hak_block_t *b) {
-  mark_free(b, page);
+/* Onto the owner's local list; b is tagged free already. */
+static inline void link_local(hak_page_t *page, hak_block_t *b) {
   hak_block_set_next(page, b, page->local_free);
   page->local_free = b;
+}
+
+static inline void push_local(hak_page_t *page, hak_block_t *b) {
+  mark_free(b, page);
+  link_local(page, b);
 }
 
 /* A block of another thread's page, or of nobody's: checked and tagged
@@ -169,6 +174,13 @@ static bool take_back(hak_heap_t *heap, hak_page_t *page) {
   return true;
 }
 
+/* Whether a free into this page is local: the heap owns it, or abandoned it
+ * full and takes it back now. */
+static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
+  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
+  return owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
+}
+
 /* The frees hak_free_generic does not take first: blocks of other
  * threads' pages or of nobody's, of pages with aligned blocks, large and
  * huge blocks, counted frees, and every misuse (found here exactly). Out of
@@ -188,9 +200,7 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_t *b = ref.block;
   if ((void *)b != p) ((uintptr_t *)p)[-1] = 0;   /* the aligned block's tag: no stale match later */
 
-  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
-  bool local = owner_heap == mine;
-  if (!local && owner_heap == (mine | HAK_OWNER_ABANDONED)) local = take_back(heap, page);
+  bool local = owned_or_taken_back(heap, page);
   if (hak_unlikely(hak_owner_counted)) {
     free_counted(heap, page, b, local);
   } else if (local) {
@@ -210,10 +220,8 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
 
 static void recent_release(hak_heap_t *heap, hak_block_t *b) {
   hak_page_t *page = hak_page_of(hak_segment_of(b), b);
-  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
-  if (owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page))) {
-    hak_block_set_next(page, b, page->local_free);
-    page->local_free = b;
+  if (owned_or_taken_back(heap, page)) {
+    link_local(page, b);
     release_local(heap, page);
   } else {
     hak_page_free_remote(page, b);

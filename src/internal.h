@@ -213,7 +213,7 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - the purger (hak_page_purge_held, under the arena lock) reads
  *     span_kind, block_size and xthread_free of an owned page (in the
  *     secure variant its link checks also read secret, slice_count and
- *     capacity; that capacity read, in secure.h, is a plain load).
+ *     capacity, with a relaxed __atomic load like every other reader).
  *   No other thread reads reserved, free, local_free or alone.
  * - used counts blocks handed out and not yet back on free/local_free:
  *   blocks sitting in xthread_free still count until the owner gathers them.
