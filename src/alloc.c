@@ -96,12 +96,10 @@ static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, b
   return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
 }
 
-static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
-  if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
-  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
-  if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
-
-  size_t bin = hak_bin_of(size);
+/* A block of a page in the heap's queue, so owned by it: the caller may
+ * mark the page, as alloc_aligned does (a block kept in heap->recent may be
+ * of a page abandoned and adopted by another thread since). */
+static void *malloc_from_pages(size_t size, size_t bin, hak_heap_t *heap, bool zero) {
   hak_page_t *page = heap->queues[bin].first;
   if (page != NULL && page->free == NULL) hak_page_gather_frees(page);   /* the cheapest refill */
   if (page == NULL || page->free == NULL) {
@@ -111,6 +109,13 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : page_pop(page);
   if (zero) memset(b, 0, size);
   return b;
+}
+
+static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
+  if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
+  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
+  if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
+  return malloc_from_pages(size, hak_bin_of(size), heap, zero);
 }
 
 void *hak_calloc(size_t count, size_t size) {
@@ -137,11 +142,12 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
     size_t over = HAK_REQUEST(size) + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
       /* The page must stay ours while its owner word is marked below: a
-       * thread without a heap keeps the shared heap (locked) until then. */
+       * thread without a heap keeps the shared heap (locked) until then,
+       * and the block comes from a page in the heap's queue. */
       hak_heap_t *heap = hak_heap_get();
       bool borrowed = heap == &hak_heap_empty;
       if (borrowed && (heap = hak_heap_for_allocation(over)) == NULL) { errno = ENOMEM; return NULL; }
-      uint8_t *p = hak_malloc_generic(over, heap, false);
+      uint8_t *p = malloc_from_pages(over, hak_bin_of(over), heap, false);
       uint8_t *q = p;
       if (p != NULL) q = (uint8_t *)hak_align_up((uintptr_t)p, align);
       /* From now on the page's frees take the generic path, which maps
