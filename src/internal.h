@@ -87,7 +87,8 @@
 #define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
 #define HAK_BINS               113         /* size classes 1..112; 0 unused  */
 #define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
-#define HAK_PAGE_MAX_SLICES    16          /* a medium page spans <= 1 MiB (one 1 MiB block) */
+#define HAK_PAGE_MAX_SLICES    (16 + HAKMEM_SECURE)   /* a medium page spans <= 1 MiB (one 1 MiB block; the secure
+                                                     variant's guard page makes that 17 slices) */
 #define HAK_PAGE_TARGET_BYTES  (256 * 1024) /* medium pages hold up to this much (hak_page_slices_for) */
 #define HAK_HUGE_ALIGN_MAX     (HAK_SEGMENT_SIZE / 2)  /* larger: "giant" path */
 #define HAK_MAX_REQUEST        ((size_t)PTRDIFF_MAX - 2 * HAK_SEGMENT_SIZE)
@@ -260,6 +261,11 @@ typedef struct hak_page_s {
 #if HAKMEM_SECURE
   uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
                                             page_init; read by any thread pushing a remote free */
+  bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
+                                            in a free span too. Only the last slice of a page may have one, no
+                                            slice of a large block. Written and read by the thread that took the
+                                            span holding the slice (after hak_span_alloc), and under the arena
+                                            lock when the segment is unmapped */
 #endif
 } __attribute__((aligned(64))) hak_page_t;
 
@@ -576,6 +582,7 @@ HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_s
 HAK_INTERNAL uint64_t hak_clock_ms(void);
 HAK_INTERNAL unsigned hak_cpu_count(void);
 HAK_INTERNAL size_t hak_process_rss(void);
+HAK_INTERNAL size_t hak_os_map_limit(void);
 
 /* segment.c */
 HAK_INTERNAL void hak_arenas_init(void);

@@ -111,19 +111,36 @@ unsigned hak_cpu_count(void) {
   return n > 0 ? (unsigned)n : 1;
 }
 
-/* Resident set size in bytes, from /proc/self/statm (0 if unreadable). */
-size_t hak_process_rss(void) {
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+/* A small file under /proc, read whole and NUL-terminated into buf: its
+ * length, 0 if unreadable. */
+static size_t read_proc(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char buf[128];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  ssize_t n = read(fd, buf, cap - 1);
   close(fd);
   if (n <= 0) return 0;
   buf[n] = 0;
+  return (size_t)n;
+}
+
+static size_t parse_count(const char *s) {
+  size_t v = 0;
+  while (*s >= '0' && *s <= '9') v = v * 10 + (size_t)(*s++ - '0');
+  return v;
+}
+
+/* Resident set size in bytes, from /proc/self/statm (0 if unreadable). */
+size_t hak_process_rss(void) {
+  char buf[128];
+  if (read_proc("/proc/self/statm", buf, sizeof buf) == 0) return 0;
   const char *s = buf;
   while (*s && *s != ' ') s++;          /* skip total size */
-  size_t pages = 0;
   while (*s == ' ') s++;
-  while (*s >= '0' && *s <= '9') pages = pages * 10 + (size_t)(*s++ - '0');
-  return pages * (size_t)HAK_OS_PAGE;
+  return parse_count(s) * (size_t)HAK_OS_PAGE;
+}
+
+/* The most mappings the process may have (vm.max_map_count), 0 if unknown. */
+size_t hak_os_map_limit(void) {
+  char buf[32];
+  return read_proc("/proc/sys/vm/max_map_count", buf, sizeof buf) == 0 ? 0 : parse_count(buf);
 }

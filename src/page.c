@@ -19,6 +19,12 @@ hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
  * never use. */
 #define HAK_EXTEND_BYTES (16 * 1024)
 
+/* Bytes of a page's span of `slices` slices that blocks may take: all of
+ * it, but in the secure variant its last OS page, the page's guard page
+ * (secure.c). reserved follows, and with it the carving and the free fast
+ * path's check (hak_slice_t), which never count a block past reserved. */
+static size_t page_room(size_t slices) { return slices * HAK_SLICE_SIZE - HAK_PAGE_GUARD; }
+
 /* Small classes: one slice. Larger: up to 16 blocks in about
  * HAK_PAGE_TARGET_BYTES, at least one block, with blocks added until the
  * page's tail (slices are 64 KiB) wastes at most an eighth of it.
@@ -40,8 +46,14 @@ size_t hak_page_slices_for(size_t block_size) {
   for (;; blocks++) {
     slices = (blocks * block_size + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
     size_t span = slices * HAK_SLICE_SIZE;
-    if ((span - span / block_size * block_size) * 8 <= span) return slices;
+    if ((span - span / block_size * block_size) * 8 <= span) break;
   }
+  /* The secure variant's guard page takes the span's last OS page: the
+   * span stays if what is left still wastes at most an eighth of it, else
+   * it takes one slice more (a 1 MiB block: 17). */
+  size_t room = page_room(slices);
+  if (HAK_PAGE_GUARD > 0 && (room < block_size || room % block_size * 8 > slices * HAK_SLICE_SIZE)) slices++;
+  return slices;
 }
 
 /* ------------------------------------------------------------ free lists */
@@ -72,7 +84,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->local_free = NULL;
   hak_page_used_set(page, 0);
   __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
-  page->reserved = (uint16_t)(((size_t)page->slice_count * HAK_SLICE_SIZE) / bs);
+  page->reserved = (uint16_t)(page_room(page->slice_count) / bs);
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
   page->alone = false;   /* until it is queued */
@@ -192,9 +204,13 @@ static bool page_list_is_valid(const hak_page_t *page, const hak_block_t *b, siz
 
 bool hak_page_is_valid(const hak_page_t *page) {
   if (page->span_kind != HAK_SPAN_PAGE || page->block_size != hak_bin_size(page->bin)) return false;
-  if (page->reserved != page->slice_count * HAK_SLICE_SIZE / page->block_size) return false;
+  if (page->reserved != page_room(page->slice_count) / page->block_size) return false;
   if (page->capacity > page->reserved || hak_page_used(page) > page->capacity) return false;
   if (page->alone && (page->next != NULL || page->prev != NULL || page->slice_count != 1)) return false;
+#if HAKMEM_SECURE
+  for (size_t i = 0; i + 1 < page->slice_count; i++)   /* a guard at the span's end only */
+    if (page[i].guarded) return false;
+#endif
   size_t count = 0;
   if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->local_free, &count))
     return false;

@@ -23,6 +23,9 @@
  *   block guards      the OS page right after each large and huge block
  *                     is inaccessible while the block lives: a linear
  *                     overflow (or read) past it faults at once
+ *   page guards       the last OS page of each page's span is inaccessible
+ *                     and holds no block: an overflow off the page's last
+ *                     block faults there instead of reaching the next span
  *   families          the canary trailer also records which function
  *                     family allocated the block (malloc, new, new[],
  *                     and the aligned new forms): free, realloc and
@@ -98,9 +101,15 @@ HAK_INTERNAL void  hak_delete_array(void *p);
 HAK_INTERNAL void  hak_delete_aligned(void *p);
 HAK_INTERNAL void  hak_delete_array_aligned(void *p);
 /* The guard page after a large or huge block: `page` made inaccessible
- * (on) or accessible again (off), the OS page right after the block. */
+ * (on) or accessible again (off), the OS page right after the block;
+ * false if it could not be made inaccessible. */
 #define HAK_GUARD_SIZE HAK_OS_PAGE
-HAK_INTERNAL void  hak_secure_guard(void *page, bool on);
+HAK_INTERNAL bool  hak_secure_guard(void *page, bool on);
+/* The guard page at the end of each page's span: no block takes it. */
+#define HAK_PAGE_GUARD HAK_GUARD_SIZE
+HAK_INTERNAL void  hak_secure_span_taken(hak_page_t *span, size_t slices, uint8_t kind);
+HAK_INTERNAL size_t hak_secure_page_offset(const hak_page_t *span, size_t slices, size_t have);
+HAK_INTERNAL void  hak_secure_segment_release(const hak_segment_t *seg);
 HAK_INTERNAL void *hak_secure_realloc(void *p, size_t size);
 HAK_INTERNAL size_t hak_secure_usable_size(const void *p);
 HAK_INTERNAL void hak_secure_page_init(hak_page_t *page);
@@ -125,6 +134,7 @@ static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, ha
 
 #define HAK_REQUEST(size)        (size)
 #define HAK_HANDOUT(p, size)     (p)
+#define HAK_PAGE_GUARD           0
 
 #endif
 #endif

@@ -241,6 +241,9 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
   atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_segments_released, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)HAK_META_SIZE);
+#if HAKMEM_SECURE
+  hak_secure_segment_release(seg);   /* its page guards go with it */
+#endif
   hak_os_free(seg, HAK_SEGMENT_SIZE);
 }
 
@@ -265,7 +268,9 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
 /* Take a span of `slices` slices for a page or a large block (`kind`).
  * Returns its descriptor, with slice_count and span_kind set and every
  * slice mapped to it, or NULL. `dirty` (may be NULL): whether its memory
- * may hold old contents (else it is fresh or purged to zero). */
+ * may hold old contents (else it is fresh or purged to zero). In the
+ * secure variant a page's span ends in a guard page, possibly one an
+ * earlier page left, and a large block's holds none (secure.c). */
 hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *dirty) {
   hak_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices);
@@ -273,9 +278,22 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   if (span == NULL) { hak_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
-  size_t have = span->slice_count, taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
-  if (have > slices)
-    span_insert(a, span + slices, have - slices, span->dirty_slices - taken_dirty, span->purge_at);
+  size_t have = span->slice_count, free_dirty = span->dirty_slices;
+  uint64_t purge_at = span->purge_at;
+#if HAKMEM_SECURE
+  /* A page placed to end on a slice that has a guard already (secure.c):
+   * the slices before it stay free. */
+  size_t skip = kind == HAK_SPAN_PAGE ? hak_secure_page_offset(span, slices, have) : 0;
+  if (skip > 0) {
+    size_t skipped_dirty = slices_count(span, skip, HAK_SLICE_DIRTY);
+    span_insert(a, span, skip, skipped_dirty, purge_at);
+    span += skip;
+    have -= skip;
+    free_dirty -= skipped_dirty;
+  }
+#endif
+  size_t taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
+  if (have > slices) span_insert(a, span + slices, have - slices, free_dirty - taken_dirty, purge_at);
   /* Purged memory taken back: maybe the purge came too early (purge.c). */
   if (slices_count(span, slices, HAK_SLICE_PURGED) > 0)
     hak_purge_clock_refault(&a->clock, hak_clock_ms());
@@ -289,6 +307,9 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
   hak_stat_commit((int64_t)(slices * HAK_SLICE_SIZE));
+#if HAKMEM_SECURE
+  hak_secure_span_taken(span, slices, kind);   /* a page's guard at its end, no other (the span is ours) */
+#endif
   hak_purger_consider_start();   /* allocation side, no lock held: see purge.c */
   return span;
 }
