@@ -2,9 +2,9 @@
 """Instructions per malloc/free pair on the fast path (make bench-instr).
 
 Runs bench/fastpath (modes single and batch) under valgrind's callgrind for
-glibc, hakmem and each peer, twice per mode: with a small and a large pair
-count. (Ir(large) - Ir(small)) / (large - small) cancels start-up and
-teardown, leaving the per-pair cost. Callgrind, unlike memcheck, does not
+glibc, hakmem, its hardened variant (hakmem-secure) and each peer, twice per
+mode: with a small and a large pair count. (Ir(large) - Ir(small)) / (large
+- small) cancels start-up and teardown, leaving the per-pair cost. Callgrind, unlike memcheck, does not
 replace malloc, so the preloaded allocator is the one measured.
 
     python3 bench/instr.py [--pairs 1000000] [--small 10000] [--build DIR]
@@ -55,6 +55,11 @@ def main():
     if not fastpath.exists():
         sys.exit(f"instr.py: {fastpath} not found; build the workloads first (`make build`)")
     allocators = benchlib.find_allocators(args.build, note=lambda s: print(s, file=sys.stderr))
+    # The hardened variant beside the default (here only: the timed lab compares allocators).
+    secure = Path(args.build) / "libhakmem-secure.so"
+    at = next((i + 1 for i, a in enumerate(allocators) if a.name == "hakmem"), None)
+    if at is not None and secure.exists():
+        allocators.insert(at, benchlib.Allocator("hakmem-secure", str(secure), allocators[at - 1].version))
 
     per_pair, failures = {}, []
     for mode in MODES:
@@ -70,11 +75,12 @@ def main():
 
     print(f"Instructions per malloc/free pair (callgrind Ir, ({args.pairs} - {args.small} pairs) difference)")
     names = [a.name for a in allocators]
-    print(f"  {'mode':<8} " + " ".join(f"{n:>9}" for n in names) + "   what")
+    widths = [max(9, len(n)) for n in names]
+    print(f"  {'mode':<8} " + " ".join(f"{n:>{w}}" for n, w in zip(names, widths)) + "   what")
     for mode, what in MODES.items():
         cells = [per_pair.get((mode, n)) for n in names]
-        print(f"  {mode:<8} " + " ".join(f"{'FAIL' if c is None else format(c, '.1f'):>9}" for c in cells)
-              + f"   {what}")
+        print(f"  {mode:<8} " + " ".join(f"{'FAIL' if c is None else format(c, '.1f'):>{w}}"
+                                         for c, w in zip(cells, widths)) + f"   {what}")
     for f in failures:
         print(f"\nFAIL {f}", file=sys.stderr)
     return 1 if failures else 0
