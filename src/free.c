@@ -4,11 +4,14 @@
  *                       by masking; if this thread owns it: local free
  *   free_local          push on page->local_free, no atomics; a page whose
  *                       blocks are all free again is retired
- *   hak_free_generic    every other free, after the exact check of
- *                       hak_block_find: large and huge blocks, pages with
+ *   hak_free_generic    every other free: a block of another thread's
+ *                       one-slice page, after the fast path's exact check
+ *                       (block_check_remote); the rest after the exact check
+ *                       of hak_block_find: large and huge blocks, pages with
  *                       aligned blocks or of several slices, and pages of
- *                       other threads or of nobody, whose blocks go to
- *                       hak_page_free_remote (owner.c: the ownership protocol)
+ *                       other threads or of nobody. Blocks of pages this
+ *                       thread does not own go to hak_page_free_remote
+ *                       (owner.c: the ownership protocol)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block
@@ -255,11 +258,21 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
   free_searched(p, heap);
 }
 
+/* The fast path's exact check (hak_block_check) made by a thread that
+ * does not own the page: p was carved before it was handed out, and handed
+ * over to this thread since, so the bound this reads covers it (a page's
+ * bound only grows while it lives; its owner stores it atomically). */
+static inline bool block_check_remote(const hak_slice_t *check, const void *p) {
+  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * __atomic_load_n(&check->recip, __ATOMIC_RELAXED);
+  return x < __atomic_load_n(&check->bound, __ATOMIC_RELAXED);
+}
+
 /* Every free the fast path does not take. Most are of this thread's
  * pages of several slices (classes above HAK_SMALL_MAX), which the fast
  * path's check leaves out, or of its full pages it abandoned: free_own;
- * the rest, free_searched. (Both tail calls: a free of another thread's
- * block pays a few instructions for the test.) */
+ * or of another thread's one-slice page: free_remote after the fast path's
+ * check (calls counted or tracked: the owner word's bit sends those on);
+ * the rest, free_searched. */
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
@@ -267,6 +280,10 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
     uintptr_t owner = hak_page_owner(page);
     if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
       free_own(p, heap, page, owner);
+      return;
+    }
+    if ((owner & HAK_OWNER_COUNTED) == 0 && block_check_remote(&seg->slices[hak_slice_of(p)], p)) {
+      free_remote(page, (hak_block_t *)p);
       return;
     }
   }

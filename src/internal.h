@@ -295,8 +295,11 @@ enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
  * x < bound holds exactly when o is the start of a carved block (index <
  * capacity); tests/unit_pages.c checks every class and capacity. Both are 0
  * (the test fails, sending free to the generic path) on every other slice.
- * recip and bound are written by the page's owner (page.c) and read by
- * the free fast path after its owner compare, so by the owner only. */
+ * recip and bound are written by the page's owner (page.c, atomically) and
+ * read by the free fast path after its owner compare, and by a free from
+ * another thread (free.c: block_check_remote), whose block was carved, so
+ * covered by bound, before it was handed over; bound only grows while the
+ * page lives. */
 typedef struct hak_slice_s {
   struct hak_page_s *page;
   uint32_t recip;

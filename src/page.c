@@ -69,13 +69,14 @@ static hak_slice_t *page_check(hak_page_t *page) {
 static void page_update_check(hak_page_t *page) {
   if (page->slice_count != 1) return;
   hak_slice_t *check = page_check(page), want = hak_slice_check_for(page->block_size, page->capacity);
-  check->recip = want.recip;
-  check->bound = want.bound;
+  __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
+  __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
 }
 
 static void page_clear_check(hak_page_t *page) {
   hak_slice_t *check = page_check(page);
-  check->recip = check->bound = 0;
+  __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
 }
 
 void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
