@@ -157,6 +157,58 @@ static void double_free_of_size(size_t size)
 static void double_free_medium(void) { double_free_of_size(100 * KiB); }
 static void double_free_large(void) { double_free_of_size(2 * MiB); }
 static void double_free_huge(void) { double_free_of_size(40 * MiB); }
+/* The same misuses by a thread that does not own the page: its frees take
+ * the remote route (src/free.c, block_check_remote), whose exact check must
+ * catch them as the owner's does. The owner stays alive and keeps its heap,
+ * so the page stays owned. */
+static struct { char *handed_out, *page; size_t block_size; } lent;
+static pthread_barrier_t lent_ready;
+
+static void *lend_page(void *arg)
+{
+    (void)arg;
+    lent.page = fresh_page(&lent.block_size, &lent.handed_out);
+    pthread_barrier_wait(&lent_ready);
+    for (;;) pause();
+    return NULL;
+}
+
+static void borrow_page(void)
+{
+    pthread_barrier_init(&lent_ready, NULL, 2);
+    hak_thread_start(lend_page, NULL);
+    pthread_barrier_wait(&lent_ready);
+}
+
+static void double_free_remote(void)
+{
+    borrow_page();
+    hak_announce(lent.handed_out);
+    free(lent.handed_out);
+    free(lent.handed_out);
+}
+
+static void free_interior_remote(void)
+{
+    borrow_page();
+    hak_announce(lent.handed_out + 16);
+    free(lent.handed_out + 16);
+}
+
+static void free_carved_never_handed_out_remote(void)
+{
+    borrow_page();
+    char *carved = lent.handed_out == lent.page ? lent.page + lent.block_size : lent.page;
+    hak_announce(carved);
+    free(carved);
+}
+
+static void free_never_carved_remote(void)
+{
+    borrow_page();
+    hak_announce(lent.page + 12 * lent.block_size);
+    free(lent.page + 12 * lent.block_size);
+}
 
 static const struct misuse {
     const char *name;
@@ -173,6 +225,11 @@ static const struct misuse {
     { "free of p + 16 of a 32 B block", free_interior_aligned, "pointer inside" },
     { "free of a block carved but never handed out", free_carved_never_handed_out, "double free" },
     { "free of a block never carved", free_never_carved, "not allocated by hakmem" },
+    { "double free by another thread", double_free_remote, "double free" },
+    { "free of p + 16 by another thread", free_interior_remote, "pointer inside" },
+    { "free of a block carved but never handed out, by another thread", free_carved_never_handed_out_remote,
+      "double free" },
+    { "free of a block never carved, by another thread", free_never_carved_remote, "not allocated by hakmem" },
     { "realloc of a freed block that fits", realloc_freed_block_that_fits, "already freed" },
     { "realloc of p + 32", realloc_interior, "pointer inside" },
     { "malloc_usable_size of p + 16", usable_size_interior, "pointer inside" },
