@@ -271,7 +271,8 @@ static inline bool block_check_remote(const hak_slice_t *check, const void *p) {
  * pages of several slices (classes above HAK_SMALL_MAX), which the fast
  * path's check leaves out, or of its full pages it abandoned: free_own;
  * or of another thread's one-slice page: free_remote after the fast path's
- * check (calls counted or tracked: the owner word's bit sends those on);
+ * check (the owner word's bits send on pages whose calls are counted or
+ * tracked, and pages with aligned blocks, which may be this thread's own);
  * the rest, free_searched. */
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
@@ -282,7 +283,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
       free_own(p, heap, page, owner);
       return;
     }
-    if ((owner & HAK_OWNER_COUNTED) == 0 && block_check_remote(&seg->slices[hak_slice_of(p)], p)) {
+    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && block_check_remote(&seg->slices[hak_slice_of(p)], p)) {
       free_remote(page, (hak_block_t *)p);
       return;
     }
