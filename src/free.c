@@ -185,8 +185,8 @@ static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
 }
 
 /* The frees hak_free_generic does not take first: blocks of other
- * threads' pages or of nobody's, of pages with aligned blocks, large and
- * huge blocks, counted frees, and every misuse (found here exactly). Out of
+ * threads' pages of several slices or with aligned blocks, large and huge
+ * blocks, counted frees, and every misuse (found here exactly). Out of
  * line, so that its search stays inlined in it. */
 static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;

@@ -194,8 +194,10 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   the thread that took ownership through xthread_free (adoption), never
  *   concurrently. `owner` is written only by the owner (or adopter) and
  *   read by anyone. What other threads read of a page, and why it is safe:
- *   - a free, realloc or malloc_usable_size of one of its blocks from
- *     another thread (hak_block_find, free.c) reads span_kind, block_size
+ *   - a free of one of its blocks from another thread into a one-slice page
+ *     reads the owner word and the slice's recip and bound (hak_slice_t);
+ *   - any other free, realloc or malloc_usable_size of one of its blocks
+ *     from another thread (hak_block_find, free.c) reads span_kind, block_size
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written

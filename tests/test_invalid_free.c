@@ -210,6 +210,43 @@ static void free_never_carved_remote(void)
     free(lent.page + 12 * lent.block_size);
 }
 
+/* A double free of a block whose owner has exited: its page is abandoned
+ * (no owner), and the first free publishes it. */
+static void *allocate_and_exit(void *arg)
+{
+    (void)arg;
+    hak_thread_own_heap();
+    return malloc(48);
+}
+
+static void double_free_after_owner_exit(void)
+{
+    void *p;
+    pthread_t t = hak_thread_start(allocate_and_exit, NULL);
+    CHECK(pthread_join(t, &p) == 0 && p != NULL);
+    hak_announce(p);
+    free(p);
+    free(p);
+}
+
+/* A double free by a thread too young for a heap of its own: the block is
+ * the shared heap's, and neither free is its owner's. */
+static void *double_free_young(void *arg)
+{
+    (void)arg;
+    void *p = malloc(48);
+    CHECK(p != NULL);
+    hak_announce(p);
+    free(p);
+    free(p);
+    return NULL;
+}
+
+static void double_free_by_young_thread(void)
+{
+    pthread_join(hak_thread_start(double_free_young, NULL), NULL);
+}
+
 static const struct misuse {
     const char *name;
     void (*fn)(void);
@@ -230,6 +267,8 @@ static const struct misuse {
     { "free of a block carved but never handed out, by another thread", free_carved_never_handed_out_remote,
       "double free" },
     { "free of a block never carved, by another thread", free_never_carved_remote, "not allocated by hakmem" },
+    { "double free after the owner exited", double_free_after_owner_exit, "double free" },
+    { "double free by a thread without a heap of its own", double_free_by_young_thread, "double free" },
     { "realloc of a freed block that fits", realloc_freed_block_that_fits, "already freed" },
     { "realloc of p + 32", realloc_interior, "pointer inside" },
     { "malloc_usable_size of p + 16", usable_size_interior, "pointer inside" },
