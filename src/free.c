@@ -6,7 +6,7 @@
  *                       blocks are all free again is retired
  *   hak_free_generic    every other free: a block of another thread's
  *                       one-slice page, after the fast path's exact check
- *                       (block_check_remote); the rest after the exact check
+ *                       (hak_block_check_shared); the rest after the exact check
  *                       of hak_block_find: large and huge blocks, pages with
  *                       aligned blocks or of several slices, and pages of
  *                       other threads or of nobody. Blocks of pages this
@@ -258,15 +258,6 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
   free_searched(p, heap);
 }
 
-/* The fast path's exact check (hak_block_check) made by a thread that
- * does not own the page: p was carved before it was handed out, and handed
- * over to this thread since, so the bound this reads covers it (a page's
- * bound only grows while it lives; its owner stores it atomically). */
-static inline bool block_check_remote(const hak_slice_t *check, const void *p) {
-  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * __atomic_load_n(&check->recip, __ATOMIC_RELAXED);
-  return x < __atomic_load_n(&check->bound, __ATOMIC_RELAXED);
-}
-
 /* Every free the fast path does not take. Most are of this thread's
  * pages of several slices (classes above HAK_SMALL_MAX), which the fast
  * path's check leaves out, or of its full pages it abandoned: free_own;
@@ -283,7 +274,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
       free_own(p, heap, page, owner);
       return;
     }
-    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && block_check_remote(&seg->slices[hak_slice_of(p)], p)) {
+    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && hak_block_check_shared(&seg->slices[hak_slice_of(p)], p)) {
       free_remote(page, (hak_block_t *)p);
       return;
     }

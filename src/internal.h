@@ -298,10 +298,15 @@ enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
  * capacity); tests/unit_pages.c checks every class and capacity. Both are 0
  * (the test fails, sending free to the generic path) on every other slice.
  * recip and bound are written by the page's owner (page.c, atomically) and
- * read by the free fast path after its owner compare, and by a free from
- * another thread (free.c: block_check_remote), whose block was carved, so
- * covered by bound, before it was handed over; bound only grows while the
- * page lives. */
+ * read by the free fast path after its owner compare (hak_block_check), and
+ * by other threads through hak_block_check_shared: a free from another
+ * thread (free.c) and the secure variant's checks before any owner test
+ * (secure.c), whose block was carved, so covered by bound, before it was
+ * handed over; bound only grows while the page lives. (The secure
+ * variant's link check, secure.h, reads them plainly: the owner's pops,
+ * and the purger's walk of held remote frees while the owner may carve,
+ * a race left there because the atomic loads cost its malloc 5 of 300
+ * instructions; the value read only ever grows.) */
 typedef struct hak_slice_s {
   struct hak_page_s *page;
   uint32_t recip;
@@ -376,6 +381,13 @@ static inline hak_slice_t hak_slice_check_for(size_t block_size, size_t capacity
 static inline bool hak_block_check(const hak_slice_t *check, const void *p) {
   uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * check->recip;
   return x < check->bound;
+}
+/* The same check by any thread, the owner or not: a block the caller was
+ * handed was carved before the hand-over, so the bound this reads covers
+ * it (a page's bound only grows while the page lives). */
+static inline bool hak_block_check_shared(const hak_slice_t *check, const void *p) {
+  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * __atomic_load_n(&check->recip, __ATOMIC_RELAXED);
+  return x < __atomic_load_n(&check->bound, __ATOMIC_RELAXED);
 }
 static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte of the span */
   hak_segment_t *seg = hak_segment_of(page);

@@ -274,7 +274,7 @@ static inline trailer_t trailer_encode(keys_t ks, const void *p, uint32_t slack)
 static size_t block_usable(const void *p) {
   if (hak_segment_is_mapped(p)) {
     const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
-    if (hak_block_check(slice, p)) return slice->page->block_size;
+    if (hak_block_check_shared(slice, p)) return slice->page->block_size;
   }
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
@@ -399,7 +399,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   /* The start of a carved block of a one-slice page that is not free: as
    * hak_block_find would find it, without its division. */
   const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
-  if (hak_likely(hak_segment_is_mapped(p) && hak_block_check(slice, p) &&
+  if (hak_likely(hak_segment_is_mapped(p) && hak_block_check_shared(slice, p) &&
                  ((const hak_block_t *)p)->free_tag != hak_free_tag(slice->page))) {
     *ref = (hak_block_ref_t){ hak_segment_of(p), slice->page, (hak_block_t *)p, slice->page->block_size };
   } else {
@@ -554,7 +554,7 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys();
-    if (hak_likely(hak_block_check(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
+    if (hak_likely(hak_block_check_shared(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
                    ((const uintptr_t *)p)[1] != quarantine_tag(ks, p) && heap != &hak_heap_empty)) {
       size_t usable = page->block_size;
       canary_check(ks, op, p, usable);
