@@ -268,13 +268,14 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
-    hak_page_t *page = hak_page_of(seg, p);
+    const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
+    hak_page_t *page = slice->page;
     uintptr_t owner = hak_page_owner(page);
     if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
       free_own(p, heap, page, owner);
       return;
     }
-    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && hak_block_check_shared(&seg->slices[hak_slice_of(p)], p)) {
+    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && hak_block_check_shared(slice, p)) {
       free_remote(page, (hak_block_t *)p);
       return;
     }
