@@ -59,6 +59,17 @@ static inline int batchq_pop(batchq_t *q, batch_t *b)
     return got;
 }
 
+/* A consumer: pops batches until every producer is done and the queue is
+ * empty, checking and freeing each block. Returns how many it freed. */
+static inline long batchq_free_all(batchq_t *q)
+{
+    batch_t b;
+    long freed = 0;
+    while (batchq_pop(q, &b))
+        for (int i = 0; i < b.count; i++, freed++) block_free(&b.item[i]);
+    return freed;
+}
+
 static inline void batchq_producer_done(batchq_t *q)
 {
     pthread_mutex_lock(&q->lock);

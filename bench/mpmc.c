@@ -19,10 +19,9 @@ typedef struct { int id; int producer; long freed; } role_t;
 static void *run_role(void *arg)
 {
     role_t *role = arg;
-    batch_t b;
     if (role->producer) {
         rng_t rng = rng_seed(seed, (uint64_t)role->id + 1);
-        b.count = 0;
+        batch_t b = { 0 };
         for (long i = 0; i < per_producer; i++) {
             block_alloc(&b.item[b.count++], rng_log_uniform(&rng, min_size, max_size), rng_next(&rng));
             if (b.count == BATCH || i == per_producer - 1) {
@@ -32,8 +31,7 @@ static void *run_role(void *arg)
         }
         batchq_producer_done(&queue);
     } else {
-        while (batchq_pop(&queue, &b))
-            for (int i = 0; i < b.count; i++, role->freed++) block_free(&b.item[i]);
+        role->freed = batchq_free_all(&queue);
     }
     return NULL;
 }

@@ -54,9 +54,7 @@ static void *producer(void *arg)
 static void *reclaimer(void *arg)
 {
     role_t *role = arg;
-    batch_t b;
-    while (batchq_pop(&queue, &b))
-        for (int i = 0; i < b.count; i++, role->freed++) block_free(&b.item[i]);
+    role->freed = batchq_free_all(&queue);
     return NULL;
 }
 
