@@ -164,46 +164,23 @@ void *_ZnwmSt11align_val_t(size_t, size_t);   /* operator new(size_t, align_val_
 void _ZdlPv(void *);                          /* operator delete(void *) */
 void _ZdaPv(void *);                          /* operator delete[](void *) */
 
-static void malloc_then_delete(void)
+/* One case: a SMALL block from `alloc`, handed to `release`. */
+static void alloc_then_release(void *(*alloc)(size_t), void (*release)(void *))
 {
     hak_thread_own_heap();
-    char *p = malloc(SMALL);
+    char *p = alloc(SMALL);
     CHECK(p != NULL);
     hak_announce(p);
-    _ZdlPv(hak_opaque_ptr(p));
+    release(hak_opaque_ptr(p));
 }
 
-static void new_then_free(void)
-{
-    hak_thread_own_heap();
-    char *p = _Znwm(SMALL);
-    hak_announce(p);
-    free(hak_opaque_ptr(p));
-}
+static void *new_aligned_64(size_t size) { return _ZnwmSt11align_val_t(size, 64); }
 
-static void new_array_then_delete(void)
-{
-    hak_thread_own_heap();
-    char *p = _Znam(SMALL);
-    hak_announce(p);
-    _ZdlPv(hak_opaque_ptr(p));
-}
-
-static void new_then_delete_array(void)
-{
-    hak_thread_own_heap();
-    char *p = _Znwm(SMALL);
-    hak_announce(p);
-    _ZdaPv(hak_opaque_ptr(p));
-}
-
-static void new_aligned_then_delete(void)
-{
-    hak_thread_own_heap();
-    char *p = _ZnwmSt11align_val_t(SMALL, 64);
-    hak_announce(p);
-    _ZdlPv(hak_opaque_ptr(p));
-}
+static void malloc_then_delete(void) { alloc_then_release(malloc, _ZdlPv); }
+static void new_then_free(void) { alloc_then_release(_Znwm, free); }
+static void new_array_then_delete(void) { alloc_then_release(_Znam, _ZdlPv); }
+static void new_then_delete_array(void) { alloc_then_release(_Znwm, _ZdaPv); }
+static void new_aligned_then_delete(void) { alloc_then_release(new_aligned_64, _ZdlPv); }
 
 /* ---- past the end of large and huge blocks ------------------------------- */
 
