@@ -19,6 +19,12 @@ static inline void *page_pop(hak_page_t *page) {
   return b;
 }
 
+/* A fast path's pop, or NULL: no block, or the heartbeat's turn. */
+static inline void *page_pop_fast(hak_page_t *page, hak_heap_t *heap) {
+  if (hak_unlikely(page->free == NULL) || hak_unlikely(!hak_heap_beat(heap))) return NULL;
+  return page_pop(page);
+}
+
 /* The fast path, for sizes up to 8 KiB: pop from the first page of the
  * size's class. No lock, no atomic; one TLS load, a table load, a pop. */
 void *hak_malloc(size_t size) {
@@ -27,8 +33,8 @@ void *hak_malloc(size_t size) {
 #endif
   hak_heap_t *heap = hak_heap_get();
   void *p;
-  if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop(heap->direct[hak_direct_fine(size)]);
-  else if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_coarse(size)]);
+  if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop_fast(heap->direct[hak_direct_fine(size)], heap);
+  else if (size <= HAK_SMALL_MAX) p = page_pop_fast(heap->direct[hak_direct_coarse(size)], heap);
   else return hak_malloc_generic(size, heap, false);
   if (hak_likely(p != NULL)) return p;
   return malloc_slow(size, heap, false);
@@ -41,17 +47,17 @@ void *hak_malloc(size_t size) {
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_likely(!zero)) {
     void *p = NULL;
-    if (size <= HAK_SMALL_MAX) p = page_pop(heap->direct[hak_direct_index(size)]);
+    if (size <= HAK_SMALL_MAX) p = page_pop_fast(heap->direct[hak_direct_index(size)], heap);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       size_t bin = hak_bin_of(size);
       hak_block_t *b = heap->recent[bin];
-      if (b != NULL) {   /* still in this core's cache, likely */
+      if (b != NULL && hak_heap_beat(heap)) {   /* still in this core's cache, likely */
         heap->recent[bin] = NULL;
         b->free_tag = 0;
         return b;
       }
       hak_page_t *page = heap->queues[bin].first;
-      if (page != NULL) p = page_pop(page);
+      if (page != NULL) p = page_pop_fast(page, heap);
     }
     if (p != NULL) return p;
   }
@@ -113,7 +119,12 @@ static void *malloc_from_pages(size_t size, size_t bin, hak_heap_t *heap, bool z
 
 static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
-  if ((++heap->generic_calls & 63) == 0) hak_purge_due_work(heap);   /* memory due back to the OS */
+  if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
+    heap->heartbeat = HAK_HEARTBEAT;
+    hak_purge_due_work(heap);
+  } else {
+    heap->heartbeat -= HAK_HEARTBEAT_SLOW;
+  }
   if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
   return malloc_from_pages(size, hak_bin_of(size), heap, zero);
 }

@@ -103,6 +103,7 @@ static void heap_setup(hak_heap_t *heap, hak_arena_t *arena) {
   memset(heap, 0, sizeof *heap);
   for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
   heap->arena = arena;
+  heap->heartbeat = HAK_HEARTBEAT;
   hak_lock(&heaps_lock);
   heaps_link(heap);
   hak_unlock(&heaps_lock);

@@ -189,7 +189,7 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * Invariants:
  * - page->owner == (uintptr_t)heap exactly when `heap` owns the page and the
  *   page has no aligned blocks: the one compare of the free fast path.
- * - Owner-only fields (free, local_free, used, capacity, reserved, bin,
+ * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
  *   block_size, alone) are written only by the owning heap's thread, or by
  *   the thread that took ownership through xthread_free (adoption), never
  *   concurrently. `owner` is written only by the owner (or adopter) and
@@ -217,8 +217,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     span_kind, block_size and xthread_free of an owned page (in the
  *     secure variant its link checks also read secret, slice_count and
  *     capacity, with a relaxed __atomic load like every other reader).
- *   No other thread reads reserved, free, local_free or alone.
- * - used counts blocks handed out and not yet back on free/local_free:
+ *   No other thread reads reserved, free, gathered or alone.
+ * - used counts blocks handed out and not yet back on free or gathered:
  *   blocks sitting in xthread_free still count until the owner gathers them.
  *   So used == 0 means no live block, and no remote free can still arrive.
  * - An owned page has state ACTIVE. Only its owner abandons it (to
@@ -234,7 +234,8 @@ typedef struct hak_page_s {
     hak_block_t *free;                   /* page: blocks ready to allocate */
     uint64_t purge_at;                   /* free span: ms when it is purged */
   };
-  hak_block_t *local_free;               /* blocks freed by the owner */
+  hak_block_t *gathered;                 /* remote frees the owner took while `free` was not empty:
+                                            `free` once it runs out (the owner's own frees go first) */
   /* blocks freed by other threads: count | first | state. Pushed (CAS) by
    * any thread freeing a block; taken by the owner, an adopter, the purger */
   _Atomic(uintptr_t) xthread_free;
@@ -511,17 +512,28 @@ typedef struct hak_bin_stats_s {
  * a forked child. Pages in its queues are owned by it (page->owner names it);
  * full pages are not in any queue: they were abandoned. */
 typedef struct hak_heap_s {
+  uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
-  uint32_t generic_calls;                /* paces the checks for due work */
   hak_block_t *recent[HAK_BINS];         /* medium classes: the block this thread freed last (free.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;
 #endif
 } hak_heap_t;
+
+/* The heartbeat: of every HAK_HEARTBEAT mallocs the fast paths would serve,
+ * one takes the slow path instead, which does the work due (purge.c) when
+ * no purger thread does it. The owner's frees go back onto the list the
+ * fast path pops (LIFO), so a program that keeps a steady set of blocks
+ * might never reach the slow path otherwise. A slow call counts as
+ * HAK_HEARTBEAT_SLOW fast ones. The empty heap never gets this far (its
+ * pages have no blocks), so its counter is never written. */
+#define HAK_HEARTBEAT      4096
+#define HAK_HEARTBEAT_SLOW 64
+static inline bool hak_heap_beat(hak_heap_t *heap) { return --heap->heartbeat != 0; }
 
 extern hak_heap_t hak_heap_empty HAK_INTERNAL;
 extern hak_page_t hak_page_empty HAK_INTERNAL;
@@ -643,7 +655,7 @@ HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
 HAK_INTERNAL void hak_page_extend(hak_page_t *page);
 HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
-HAK_INTERNAL void hak_page_use_local_frees(hak_page_t *page);
+HAK_INTERNAL void hak_page_use_gathered(hak_page_t *page);
 HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
 HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);

@@ -114,7 +114,7 @@ void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
  * `swept`: the reclaim sweep puts back a page it took, which is not news
  * (a free into it later is, see hak_note_sweep_news). */
 void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
-  bool has_room = page->free != NULL || page->local_free != NULL || page->capacity < page->reserved;
+  bool has_room = page->free != NULL || page->gathered != NULL || page->capacity < page->reserved;
   atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
                         (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
@@ -151,7 +151,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire);
   page_take_ownership(heap, page);
   hak_page_take_remote(page, xfree);
-  hak_page_use_local_frees(page);
+  hak_page_use_gathered(page);
   hak_counter_inc(&heap->stats[page->bin].pages_adopted);
   hak_assert(hak_page_is_valid(page));
 }

@@ -1,9 +1,10 @@
 /* Pages: a span holding blocks of one size class, as its owner sees it.
  *
- * A page has three free lists (sharded, as in mimalloc):
- *   free         blocks to allocate from (owner only)
- *   local_free   blocks the owner freed (owner only, no atomics)
+ * A page has three free lists:
+ *   free         blocks to allocate from, which the owner's frees join (LIFO;
+ *                owner only, no atomics)
  *   xthread_free blocks other threads freed (lock-free push, owner takes all)
+ *   gathered     those the owner took while `free` was not empty (owner only)
  * When `free` runs dry the owner gathers the other two into it. Blocks are
  * carved from the page's unused area a little at a time; the free fast
  * path's exact block check follows the carving (hak_slice_t).
@@ -82,7 +83,7 @@ static void page_clear_check(hak_page_t *page) {
 void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   size_t bs = hak_bin_size(bin);
   page->free = NULL;
-  page->local_free = NULL;
+  page->gathered = NULL;
   hak_page_used_set(page, 0);
   __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
   page->reserved = (uint16_t)(page_room(page->slice_count) / bs);
@@ -135,7 +136,7 @@ void hak_page_extend(hak_page_t *page) {
  * used. The word says how many there are, so the list is not walked when
  * the free list is empty: it becomes the free list as it is (each block is
  * touched once, by the malloc that hands it out). Else (and under a tool,
- * which must see each block closed) it goes in front of local_free. */
+ * which must see each block closed) it goes in front of gathered. */
 void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   hak_block_t *list = hak_xlist_first(xfree);
   if (list == NULL) return;
@@ -146,26 +147,26 @@ void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   } else {
     hak_block_t *tail = list;
     for (hak_block_t *next; (next = hak_block_next(page, tail)) != NULL;) tail = next;
-    hak_block_set_next(page, tail, page->local_free);
+    hak_block_set_next(page, tail, page->gathered);
     if (hak_unlikely(hak_tracking)) hak_track_close_list(page, list, tail);
-    page->local_free = list;
+    page->gathered = list;
   }
   hak_page_used_set(page, (uint16_t)(used - count));
 }
 
-/* An empty free list takes the blocks freed locally (and the remote frees gathered). */
-void hak_page_use_local_frees(hak_page_t *page) {
+/* An empty free list takes the remote frees gathered before. */
+void hak_page_use_gathered(hak_page_t *page) {
   if (page->free == NULL) {
-    page->free = page->local_free;
-    page->local_free = NULL;
+    page->free = page->gathered;
+    page->gathered = NULL;
   }
 }
 
-/* Gather the blocks freed since `free` was filled. Owner only. */
+/* Gather the blocks other threads freed; an empty `free` takes them. Owner only. */
 void hak_page_gather_frees(hak_page_t *page) {
   if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) != NULL)
     hak_page_take_remote(page, atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_acquire));
-  hak_page_use_local_frees(page);
+  hak_page_use_gathered(page);
   hak_assert(hak_page_is_valid(page));
 }
 
@@ -183,7 +184,7 @@ hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
 /* ------------------------------------------------------------ validation */
 
 /* A page as its owner sees it (debug build; see the invariants of
- * hak_page_t): its size fields agree, every block on free and local_free
+ * hak_page_t): its size fields agree, every block on free and gathered
  * is a carved block start carrying its free tag, those lists end, and with
  * the blocks in use (remote frees not yet gathered count as used) they
  * make up every carved block; the free fast path's check matches. */
@@ -213,7 +214,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
     if (page[i].guarded) return false;
 #endif
   size_t count = 0;
-  if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->local_free, &count))
+  if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->gathered, &count))
     return false;
   if (count + hak_page_used(page) != page->capacity) return false;
   const hak_segment_t *seg = hak_segment_of(page);

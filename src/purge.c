@@ -37,7 +37,7 @@
  * - does not exist in a forked child: the child creates its own the same
  *   lazy way.
  * Without it (HAKMEM_BACKGROUND=0, or pthread_create failed), malloc's slow
- * path does the same work every 64th call, as a fallback. */
+ * path does the same work at the heartbeat (internal.h), as a fallback. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
@@ -248,7 +248,7 @@ void hak_purger_fork_child(void) {
   atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
 }
 
-/* From malloc's slow path (every 64th call): nothing while the purger runs;
+/* From malloc's slow path at the heartbeat: nothing while the purger runs;
  * else return what is due here. One load when nothing is pending. */
 void hak_purge_due_work(hak_heap_t *heap) {
   int state = atomic_load_explicit(&purger_state, memory_order_relaxed);

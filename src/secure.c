@@ -527,7 +527,7 @@ static inline void *secure_alloc(size_t size, unsigned family) {
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
     hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
     hak_block_t *b = page->free;
-    if (hak_likely(b != NULL)) {
+    if (hak_likely(b != NULL) && hak_likely(hak_heap_beat(heap))) {
       page->free = hak_block_next(page, b);
       hak_page_used_inc(page);
       b->free_tag = 0;

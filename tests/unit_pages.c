@@ -35,7 +35,9 @@ static void blocks_come_from_the_direct_page(void) {
   uint8_t *area = hak_page_area(page);
   CHECKF(((uint8_t *)p - area) % page->block_size == 0, "block boundary");
   hak_free(p);
-  CHECKF(page->used == 0 && page->local_free == p, "a local free goes to local_free");
+  CHECKF(page->used == 0 && page->free == p, "a local free goes onto the free list");
+  CHECKF(hak_malloc(SIZE) == p, "and the next malloc of the class takes it back (LIFO)");
+  hak_free(p);
   CHECKF(owned_by(page, heap), "the only page of its class is kept");
 }
 
@@ -182,7 +184,7 @@ static void own_abandoned_page_is_taken_back(void) {
     CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was abandoned");
     hak_free(more[0]);
     /* (A medium block waits in heap->recent first: see the next case.) */
-    CHECKF(owned_by(page, heap) && (page->local_free == more[0] || heap->recent[page->bin] == more[0]),
+    CHECKF(owned_by(page, heap) && (page->free == more[0] || heap->recent[page->bin] == more[0]),
            "the owner's free takes it back");
     CHECKF(hak_page_is_valid(page), "valid once taken back");
     for (size_t i = 1; i < n; i++) hak_free(more[i]);
