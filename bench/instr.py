@@ -5,7 +5,11 @@ Runs bench/fastpath (modes single and batch) under valgrind's callgrind for
 glibc, hakmem, its hardened variant (hakmem-secure) and each peer, twice per
 mode: with a small and a large pair count. (Ir(large) - Ir(small)) / (large
 - small) cancels start-up and teardown, leaving the per-pair cost. Callgrind, unlike memcheck, does not
-replace malloc, so the preloaded allocator is the one measured.
+replace malloc, so the preloaded allocator is the one measured. Two counts per pair: the whole
+loop, and the allocator's own share: the whole less the instructions of the driver's executable
+(its loop, its checks, the calls' PLT jumps). The driver calls nothing but malloc and free in
+the loop. (Counting the allocator's library instead misses tcmalloc, whose malloc and free
+callgrind cannot place in a file.)
 
     python3 bench/instr.py [--pairs 1000000] [--small 10000] [--build DIR]
 """
@@ -23,8 +27,29 @@ MODES = {"single": "one 32 B block malloc'd and freed",
          "batch": "1000 live blocks of 16-512 B, then all freed"}
 
 
+def object_instructions(out, name):
+    """Instructions callgrind counted in functions of the object file `name`
+    (a file name): each function's own cost lines, not the inclusive cost of
+    its calls."""
+    names, current, total, after_call = {}, None, 0, False
+    for line in Path(out).read_text().splitlines():
+        if line.startswith(("ob=", "cob=")):   # "(id) path" the first time, "(id)" after
+            ref, _, path = line.partition("=")[2].partition(" ")
+            if path:
+                names[ref] = os.path.basename(path)
+            if line.startswith("ob="):
+                current = names.get(ref, ref)
+        elif line.startswith("calls="):
+            after_call = True
+        elif line[:1].isdigit() or line[:1] in ("+", "-", "*"):
+            if not after_call and current == name:
+                total += int(line.split()[1])
+            after_call = False
+    return total
+
+
 def instructions(fastpath, alloc, mode, pairs):
-    """Total instructions (callgrind Ir) of one fastpath run."""
+    """Instructions (callgrind Ir) of one fastpath run: (all, the allocator's)."""
     fd, out = tempfile.mkstemp(prefix="hakmem-callgrind-")
     os.close(fd)
     try:
@@ -39,7 +64,8 @@ def instructions(fastpath, alloc, mode, pairs):
             raise RuntimeError(f"{alloc.name} {mode}: exit {run.returncode}\n{run.stderr[-1500:]}")
         for line in Path(out).read_text().splitlines():
             if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
+                total = int(line.split()[1])
+                return total, total - object_instructions(out, fastpath.name)
         raise RuntimeError(f"{alloc.name} {mode}: no summary line in callgrind output")
     finally:
         os.unlink(out)
@@ -68,18 +94,19 @@ def main():
             try:
                 big = instructions(fastpath, alloc, mode, args.pairs)
                 small = instructions(fastpath, alloc, mode, args.small)
-                per_pair[mode, alloc.name] = (big - small) / (args.pairs - args.small)
+                per_pair[mode, alloc.name] = [(b - s) / (args.pairs - args.small) for b, s in zip(big, small)]
             except RuntimeError as e:
                 failures.append(str(e))
     benchlib.progress_done()
 
-    print(f"Instructions per malloc/free pair (callgrind Ir, ({args.pairs} - {args.small} pairs) difference)")
+    print(f"Instructions per malloc/free pair (callgrind Ir, ({args.pairs} - {args.small} pairs) difference):")
+    print("the whole loop / the allocator's share (the loop less the driver's own instructions)")
     names = [a.name for a in allocators]
-    widths = [max(9, len(n)) for n in names]
+    widths = [max(11, len(n)) for n in names]
     print(f"  {'mode':<8} " + " ".join(f"{n:>{w}}" for n, w in zip(names, widths)) + "   what")
     for mode, what in MODES.items():
         cells = [per_pair.get((mode, n)) for n in names]
-        print(f"  {mode:<8} " + " ".join(f"{'FAIL' if c is None else format(c, '.1f'):>{w}}"
+        print(f"  {mode:<8} " + " ".join(f"{'FAIL' if c is None else f'{c[0]:.1f} / {c[1]:.1f}':>{w}}"
                                          for c, w in zip(cells, widths)) + f"   {what}")
     for f in failures:
         print(f"\nFAIL {f}", file=sys.stderr)
