@@ -51,7 +51,8 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       size_t bin = hak_bin_of(size);
       hak_block_t *b = heap->recent[bin];
-      if (b != NULL && hak_heap_beat(heap)) {   /* still in this core's cache, likely */
+      if (b != NULL) {   /* still in this core's cache, likely */
+        if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
         heap->recent[bin] = NULL;
         b->free_tag = 0;
         return b;

@@ -529,8 +529,9 @@ typedef struct hak_heap_s {
  * no purger thread does it. The owner's frees go back onto the list the
  * fast path pops (LIFO), so a program that keeps a steady set of blocks
  * might never reach the slow path otherwise. A slow call counts as
- * HAK_HEARTBEAT_SLOW fast ones. The empty heap never gets this far (its
- * pages have no blocks), so its counter is never written. */
+ * HAK_HEARTBEAT_SLOW fast ones. A malloc beats at most once, and only
+ * with a block in hand: a second beat would take the counter past zero,
+ * and the empty heap (which has no blocks) never writes its counter. */
 #define HAK_HEARTBEAT      4096
 #define HAK_HEARTBEAT_SLOW 64
 static inline bool hak_heap_beat(hak_heap_t *heap) { return --heap->heartbeat != 0; }
