@@ -78,16 +78,25 @@ def find_library(package, soname):
     return None
 
 
-def find_allocators(build_dir, note=print, hakmem_version=None):
+# hakmem's hardened variant: measured only when asked for (instr.py, run.py
+# --allocators), against hakmem rather than as a peer.
+SECURE = "hakmem-secure"
+
+
+def find_allocators(build_dir, note=print, hakmem_version=None, secure=False):
     """The allocators available here, in report order; notes the missing.
     hakmem's version is hakmem_version (run.py passes the commit it records
-    for the run), else the commit of the build's source tree."""
+    for the run), else the commit of the build's source tree. With secure,
+    hakmem-secure follows hakmem."""
     found = [Allocator("glibc", "", package_version("libc6"))]
-    hakmem = Path(build_dir) / "libhakmem.so"
-    if hakmem.exists():
-        found.append(Allocator("hakmem", str(hakmem), hakmem_version or git_commit(source_dir(build_dir))))
-    else:
-        note(f"note: {hakmem} not found (run `make build`); hakmem is left out")
+    version = hakmem_version or git_commit(source_dir(build_dir))
+    libs = [("hakmem", "libhakmem.so")] + ([(SECURE, "libhakmem-secure.so")] if secure else [])
+    for name, lib in libs:
+        path = Path(build_dir) / lib
+        if path.exists():
+            found.append(Allocator(name, str(path), version))
+        else:
+            note(f"note: {path} not found (run `make build`); {name} is left out")
     for name, package, soname in PEERS:
         if package is None:
             path, version, source = mimalloc3.path(), mimalloc3.VERSION, "PyPI cmeel-mimalloc"

@@ -80,12 +80,7 @@ def main():
     fastpath = Path(args.build) / "bench" / "fastpath"
     if not fastpath.exists():
         sys.exit(f"instr.py: {fastpath} not found; build the workloads first (`make build`)")
-    allocators = benchlib.find_allocators(args.build, note=lambda s: print(s, file=sys.stderr))
-    # The hardened variant beside the default (here only: the timed lab compares allocators).
-    secure = Path(args.build) / "libhakmem-secure.so"
-    at = next((i + 1 for i, a in enumerate(allocators) if a.name == "hakmem"), None)
-    if at is not None and secure.exists():
-        allocators.insert(at, benchlib.Allocator("hakmem-secure", str(secure), allocators[at - 1].version))
+    allocators = benchlib.find_allocators(args.build, note=lambda s: print(s, file=sys.stderr), secure=True)
 
     per_pair, failures = {}, []
     for mode in MODES:

@@ -270,7 +270,7 @@ def ratios_to_peers(medians, metrics):
         return {}
     out = {}
     for peer, m in medians.items():
-        if peer == "hakmem" or m["failed"]:
+        if peer in ("hakmem", benchlib.SECURE) or m["failed"]:
             continue
         r = {name: hak[key] / m[key] for name, key in MEASURES.items()}
         for metric in metrics:
@@ -287,11 +287,33 @@ def best_peer(medians):
         return {}
     out = {}
     for name, key in MEASURES.items():
-        peers = [(m[key], peer) for peer, m in medians.items() if peer != "hakmem" and not m["failed"]]
+        peers = [(m[key], peer) for peer, m in medians.items()
+                 if peer not in ("hakmem", benchlib.SECURE) and not m["failed"]]
         if peers:
             value, peer = min(peers)
             out[name] = {"peer": peer, "ratio": hak[key] / value}
     return out
+
+
+def secure_ratios(medians):
+    """hakmem-secure / hakmem per measure (above 1: the hardening's cost),
+    or {} if either is missing or failed."""
+    hak, sec = medians.get("hakmem"), medians.get(benchlib.SECURE)
+    if not hak or not sec or hak["failed"] or sec["failed"]:
+        return {}
+    return {name: sec[key] / hak[key] for name, key in MEASURES.items()}
+
+
+def print_secure(by_workload):
+    """The per-workload hakmem-secure / hakmem ratios and their geomeans."""
+    rows = {w: r for w, r in by_workload.items() if r}
+    if not rows:
+        return
+    print(f"\n{benchlib.SECURE} / hakmem per workload (medians; above 1: the hardening's cost)")
+    print(f"  {'workload':<15} {'time':>6} {'peak RSS':>9} {'heap RSS':>9}")
+    geo = {m: benchlib.geomean(r[m] for r in rows.values()) for m in MEASURES}
+    for w, r in list(rows.items()) + [("geomean", geo)]:
+        print(f"  {w:<15} {r['time']:6.3f} {r['rss']:9.3f} {r['heap_rss']:9.3f}")
 
 
 def mib(kb):
@@ -300,17 +322,17 @@ def mib(kb):
 
 def print_table(workload, medians, ratios, repeats):
     print(f"\n{workload.name}: {workload.about}  ({repeats} runs, medians)")
-    header = f"  {'allocator':<10} {'time s':>8} {'spread':>7} {'peak MiB':>9} {'heap MiB':>9}"
+    header = f"  {'allocator':<13} {'time s':>8} {'spread':>7} {'peak MiB':>9} {'heap MiB':>9}"
     for metric in workload.metrics:
         header += f" {metric.removesuffix('_kb').removeprefix('rss_after_free') or 'after free':>12}"
     header += f"   {'hakmem time ratio':<18} {'peak RSS ratio':<18} {'heap RSS ratio':<18}"
     print(header)
     for alloc, m in medians.items():
         if m["failed"]:
-            print(f"  {alloc:<10} {'FAIL':>8}   ({m['failed']} of {repeats} runs {m['status']}, "
+            print(f"  {alloc:<13} {'FAIL':>8}   ({m['failed']} of {repeats} runs {m['status']}, "
                   f"exit {m['exit_code']})")
             continue
-        line = (f"  {alloc:<10} {m['time_s']:8.3f} {m['spread'] * 100:6.1f}% {mib(m['rss_kb']):9.1f}"
+        line = (f"  {alloc:<13} {m['time_s']:8.3f} {m['spread'] * 100:6.1f}% {mib(m['rss_kb']):9.1f}"
                 f" {mib(m['heap_rss_kb']):9.1f}")
         for metric in workload.metrics:
             v = m["metrics"].get(metric)
@@ -344,7 +366,7 @@ def summary(ratios_by_workload, best_by_workload, peers):
 def print_summary(summ, best_by_workload, total_workloads):
     print("\nSummary: geometric mean of hakmem / peer over the workloads (< 1: hakmem faster / smaller)")
     if not summ["peers"]:
-        print("  (no ratios: hakmem missing or failed everywhere)")
+        print("  (no ratios: no peer measured, or hakmem missing or failed everywhere)")
         return
     print(f"  {'peer':<10} {'time':<17} {'peak RSS':<17} {'heap RSS':<17} workloads")
     rows = list(summ["peers"].items()) + [("best peer", summ["best_peer"])]
@@ -441,7 +463,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: 2 repeats, small sizes (~5 min)")
     ap.add_argument("--repeats", type=int, help="runs per workload and allocator (default 5, quick 2)")
     ap.add_argument("--only", help="comma-separated workload names")
-    ap.add_argument("--allocators", help="comma-separated allocator names (default: all found)")
+    ap.add_argument("--allocators", help=f"comma-separated allocator names (default: all found but {benchlib.SECURE})")
     ap.add_argument("--seed", type=int, default=1, help="seed of the per-round allocator order (default 1)")
     ap.add_argument("--build", default=str(ROOT / "build"), help="CMake build directory (default build/)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds before a run counts as hung")
@@ -467,7 +489,8 @@ def main():
                   f"measured is not built from the source of {commit}; rebuild it (`make build`)") if stale else ""
     if stale:
         print(stale_note, file=sys.stderr)
-    allocators = benchlib.find_allocators(build, note=lambda s: print(s, file=sys.stderr), hakmem_version=commit)
+    allocators = benchlib.find_allocators(build, note=lambda s: print(s, file=sys.stderr), hakmem_version=commit,
+                                          secure=benchlib.SECURE in (args.allocators or "").split(","))
     if args.allocators:
         wanted = args.allocators.split(",")
         unknown = set(wanted) - {a.name for a in allocators}
@@ -497,27 +520,30 @@ def main():
     ctx.footprint = footprints(allocators, ctx)
     verify = verification(allocators, ctx)
     # A peer that hands out wrong memory is no reference: it is left out
-    # (hakmem never is: its failure is a FAIL of the run).
+    # (hakmem and its variant never are: their failure is a FAIL of the run).
     excluded = {a.name: verify[a.name]["stderr"].strip()[-300:] for a in allocators
-                if a.name != "hakmem" and verify[a.name]["status"] != "ok" and not args.keep_unverified}
+                if a.name not in ("hakmem", benchlib.SECURE) and verify[a.name]["status"] != "ok"
+                and not args.keep_unverified}
     for name, why in excluded.items():
         print(f"note: {name} failed the verification pass and is left out of the comparison "
               f"(--keep-unverified keeps it): {why}", file=sys.stderr)
     allocators = [a for a in allocators if a.name not in excluded]
     ctx.footprint = {a.name: ctx.footprint[a.name] for a in allocators}
 
-    runs, medians, ratios, best, orders, warmups = [], {}, {}, {}, {}, {}
+    runs, medians, ratios, best, orders, warmups, secure = [], {}, {}, {}, {}, {}, {}
     for w in workloads:
         mine, orders[w.name], warmups[w.name] = measure(w, allocators, repeats, rng, ctx)
         runs += mine
         medians[w.name] = summarise(mine, [a.name for a in allocators])
         ratios[w.name] = ratios_to_peers(medians[w.name], w.metrics)
         best[w.name] = best_peer(medians[w.name])
+        secure[w.name] = secure_ratios(medians[w.name])
         print_table(w, medians[w.name], ratios[w.name], repeats)
 
-    peers = [a.name for a in allocators if a.name != "hakmem"]
+    peers = [a.name for a in allocators if a.name not in ("hakmem", benchlib.SECURE)]
     summ = summary(ratios, {w: b for w, b in best.items() if b}, peers)
     print_summary(summ, {w: b for w, b in best.items() if b}, len(workloads))
+    print_secure(secure)
     for name, why in excluded.items():
         print(f"left out: {name}, which failed the verification pass: {why}")
 
@@ -528,7 +554,8 @@ def main():
                              "argv": w.quick if args.quick else w.full, "env": w.env,
                              "time": w.time_metric or "wall"} for w in workloads],
               "verify": verify, "excluded": excluded, "footprint_kb": ctx.footprint,
-              "runs": runs, "medians": medians, "ratios": ratios, "best_peer": best, "summary": summ}
+              "runs": runs, "medians": medians, "ratios": ratios, "best_peer": best, "summary": summ,
+              "secure_ratios": secure}
     check = None if args.no_baseline_check else check_baseline(Path(args.baseline), result, workloads, allocators, repeats, rng, ctx)
     result["baseline_check"] = check
     result["conditions"] = {

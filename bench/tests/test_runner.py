@@ -125,6 +125,21 @@ class BuildMeasured(unittest.TestCase):
             found = benchlib.find_allocators(build, note=lambda s: None, hakmem_version="abc1234-dirty")
         self.assertEqual(next(a.version for a in found if a.name == "hakmem"), "abc1234-dirty")
 
+    def test_secure_variant_only_when_asked(self):
+        # hakmem-secure follows hakmem when asked for, and is no peer.
+        with tempfile.TemporaryDirectory() as d:
+            _, build = self.make_tree(d, lib_age=10, source_age=100)
+            (build / "libhakmem-secure.so").write_text("")
+            plain = [a.name for a in benchlib.find_allocators(build, note=lambda s: None)]
+            both = [a.name for a in benchlib.find_allocators(build, note=lambda s: None, secure=True)]
+        self.assertNotIn(benchlib.SECURE, plain)
+        self.assertEqual(both[both.index("hakmem") + 1], benchlib.SECURE)
+        med = {name: {"failed": 0, "time_s": t, "rss_kb": 100, "heap_rss_kb": 50}
+               for name, t in (("glibc", 1.0), ("hakmem", 2.0), (benchlib.SECURE, 3.0))}
+        self.assertEqual(list(run.ratios_to_peers(med, ())), ["glibc"])
+        self.assertEqual(run.best_peer(med)["time"]["peer"], "glibc")
+        self.assertEqual(run.secure_ratios(med), {"time": 1.5, "rss": 1.0, "heap_rss": 1.0})
+
     def test_run_py_takes_the_commit_once(self):
         # At the start, for the result's commit, hakmem's version and the
         # conditions alike (it used to take it again at the end).
