@@ -20,9 +20,10 @@
  *
  * A freed block then waits in its thread's quarantine (FIFO, bounded by
  * count and bytes) before it really goes back to its page: its first
- * QUARANTINE_FILL bytes are filled with FREED_BYTE, except the second word
- * which holds its quarantine tag (so a second free is a double free). When
- * it leaves, the fill is checked: any difference is a write after free. */
+ * QUARANTINE_FILL bytes are filled with FREED_WORD, except the second
+ * word which holds its quarantine tag (so a second free is a double free).
+ * When it leaves, the fill is checked: any difference is a write after
+ * free. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -245,7 +246,6 @@ void hak_secure_segment_release(const hak_segment_t *seg) {
 #define CANARY_BYTE     0xca
 #define CANARY_WORD     0xcacacacacacacacaULL
 #define CANARY_PATTERN  16      /* pattern bytes after the request, at most */
-#define FREED_BYTE      0xdf
 #define FREED_WORD      0xdfdfdfdfdfdfdfdfULL
 
 /* Both words are masked with a keyed hash of the block's address, so no
@@ -281,25 +281,34 @@ static size_t block_usable(const void *p) {
   return ref.usable;
 }
 
+/* The pattern bytes (at most CANARY_PATTERN, before the trailer) are two
+ * words, the second at most at the trailer: stores and loads the same
+ * whatever the slack, so no branch on it (the sizes a program asks for
+ * come in no order a branch predictor learns). */
+static inline const uint8_t *pattern_second(const uint8_t *pattern, const uint8_t *end) {
+  return pattern + 8 < end - HAK_CANARY_SIZE ? pattern + 8 : end - HAK_CANARY_SIZE;
+}
+
+/* The masks of the pattern words, for n pattern bytes: the 16 bytes from
+ * pattern_masks + CANARY_PATTERN - n, whose first n are 0xff. */
+static const uint8_t pattern_masks[2 * CANARY_PATTERN] = {
+  0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+};
+
 /* Write the canary of p, `usable` bytes to its block's end, allocated for
  * hak_secure_request(size) by `family`. A slack too large for the trailer
  * (512 MiB: only a giant block, whose mapping has room for its alignment,
  * can have one) is capped: the requested size then reads as somewhat
- * larger. The 8 to 16 pattern bytes are two (maybe overlapping) words. */
+ * larger. The pattern words may reach into the trailer, written after. */
 static inline __attribute__((always_inline)) void *canary_write(void *p, size_t usable, size_t size, unsigned family,
                                                                 bool small) {
   size_t slack = usable - HAK_CANARY_SIZE - size;
   if (!small && slack > SLACK_MAX) slack = SLACK_MAX;
   uint8_t *end = (uint8_t *)p + usable;
   uint8_t *pattern = end - HAK_CANARY_SIZE - slack;
-  size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
-  if (hak_likely(n >= 8)) {
-    uint64_t w = CANARY_WORD;
-    memcpy(pattern, &w, 8);
-    memcpy(pattern + n - 8, &w, 8);
-  } else {
-    for (size_t i = 0; i < n; i++) pattern[i] = CANARY_BYTE;
-  }
+  uint64_t w = CANARY_WORD;
+  memcpy(pattern, &w, 8);
+  memcpy((uint8_t *)pattern_second(pattern, end), &w, 8);
   trailer_t t = trailer_encode(keys(), p, (uint32_t)slack << FAMILY_BITS | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
@@ -330,6 +339,14 @@ static HAK_NORETURN void report_overflow(hak_op_t op, const void *p, size_t size
               p, hak_op_name(op));
   hak_fatal("heap overflow past the %zu bytes of %p (byte %zu after them was overwritten; found by %s)",
             size, p, at, hak_op_name(op));
+}
+
+/* A pattern byte of p (`size` bytes, then `slack`) was overwritten: which. */
+static HAK_NOINLINE HAK_NORETURN void pattern_differs(hak_op_t op, const void *p, size_t size, size_t slack) {
+  const uint8_t *pattern = (const uint8_t *)p + size;
+  size_t i = 0;
+  while (i + 1 < slack && i + 1 < CANARY_PATTERN && pattern[i] == CANARY_BYTE) i++;
+  report_overflow(op, p, size, i);
 }
 
 /* The family that must have allocated a block `op` frees. */
@@ -369,14 +386,14 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
-  if (hak_likely(n >= 8)) {   /* two (maybe overlapping) words cover the 8 to 16 bytes */
-    uint64_t first, last;
-    memcpy(&first, pattern, 8);
-    memcpy(&last, pattern + n - 8, 8);
-    if (hak_likely(first == CANARY_WORD && last == CANARY_WORD)) return size;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (hak_unlikely(pattern[i] != CANARY_BYTE)) report_overflow(op, p, size, i);
+  __asm__("" : "+r"(n));   /* (else the compiler branches on slack < 8 below) */
+  uint64_t first, second, mask_first, mask_second;
+  memcpy(&first, pattern, 8);
+  memcpy(&second, pattern_second(pattern, end), 8);
+  memcpy(&mask_first, pattern_masks + CANARY_PATTERN - n, 8);
+  memcpy(&mask_second, pattern_masks + CANARY_PATTERN + 8 - n, 8);
+  if (hak_unlikely((((first ^ CANARY_WORD) & mask_first) | ((second ^ CANARY_WORD) & mask_second)) != 0))
+    pattern_differs(op, p, size, slack);
   return size;
 }
 
@@ -411,26 +428,28 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   return canary_check(ks, op, p, ref->usable);
 }
 
-/* The fill, as two-word vectors: the first holds the tag in its second word. */
+/* The fill, as four two-word vectors: the first holds the tag in its
+ * second word. In a block of less than QUARANTINE_FILL bytes (16 to 48:
+ * the smallest classes) the other three are placed at most at its last
+ * 16 bytes, overlapping, and in a 16-byte block they are the first: the
+ * same stores and loads at every size, so no branch on it (the sizes a
+ * program frees come in no order a branch predictor learns). */
 typedef uint64_t fill_t __attribute__((vector_size(16)));
 
-static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
+typedef struct fill_s { fill_t first, rest; size_t at[3]; } fill_plan_t;
+
+static inline fill_plan_t fill_plan(keys_t ks, const void *p, size_t usable) {
   uintptr_t tag = quarantine_tag(ks, p);
-  if (hak_likely(usable >= QUARANTINE_FILL)) {
-    fill_t first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
-    memcpy(p, &first, 16);
-    memcpy((uint8_t *)p + 16, &rest, 16);
-    memcpy((uint8_t *)p + 32, &rest, 16);
-    memcpy((uint8_t *)p + 48, &rest, 16);
-  } else if (usable % 16 == 0) {   /* 16, 32 or 48: blocks of the smallest classes */
-    fill_t first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
-    memcpy(p, &first, 16);
-    if (usable >= 32) memcpy((uint8_t *)p + 16, &rest, 16);
-    if (usable >= 48) memcpy((uint8_t *)p + 32, &rest, 16);
-  } else {
-    memset(p, FREED_BYTE, usable);
-    ((uintptr_t *)p)[1] = tag;
-  }
+  size_t last = usable - 16;   /* quarantined blocks have 16 bytes at least */
+  uint64_t rest_tag = FREED_WORD ^ ((tag ^ FREED_WORD) & -(uint64_t)(last == 0));   /* (no branch) */
+  return (fill_plan_t){ { FREED_WORD, tag }, { FREED_WORD, rest_tag },
+                        { last < 16 ? last : 16, last < 32 ? last : 32, last < 48 ? last : 48 } };
+}
+
+static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
+  fill_plan_t f = fill_plan(ks, p, usable);
+  for (int i = 0; i < 3; i++) memcpy((uint8_t *)p + f.at[i], &f.rest, 16);
+  memcpy(p, &f.first, 16);
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported. */
@@ -442,28 +461,15 @@ static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
 }
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  uintptr_t tag = quarantine_tag(ks, p);
-  uint64_t diff;
-  if (hak_likely(usable >= QUARANTINE_FILL)) {
-    fill_t a, b, c, d, first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
-    memcpy(&a, p, 16);
-    memcpy(&b, (const uint8_t *)p + 16, 16);
-    memcpy(&c, (const uint8_t *)p + 32, 16);
-    memcpy(&d, (const uint8_t *)p + 48, 16);
-    fill_t x = (a ^ first) | (b ^ rest) | (c ^ rest) | (d ^ rest);
-    diff = x[0] | x[1];
-  } else if (usable % 16 == 0) {
-    fill_t a, x, first = { FREED_WORD, tag }, rest = { FREED_WORD, FREED_WORD };
-    memcpy(&a, p, 16);
-    x = a ^ first;
-    if (usable >= 32) { memcpy(&a, (const uint8_t *)p + 16, 16); x |= a ^ rest; }
-    if (usable >= 48) { memcpy(&a, (const uint8_t *)p + 32, 16); x |= a ^ rest; }
-    diff = x[0] | x[1];
-  } else {
-    const uint64_t *w = p;
-    diff = (w[0] ^ FREED_WORD) | (w[1] ^ tag);
-    for (size_t i = 2; i < usable / 8; i++) diff |= w[i] ^ FREED_WORD;
+  fill_plan_t f = fill_plan(ks, p, usable);
+  fill_t a, x;
+  memcpy(&a, p, 16);
+  x = a ^ f.first;
+  for (int i = 0; i < 3; i++) {
+    memcpy(&a, (const uint8_t *)p + f.at[i], 16);
+    x |= a ^ f.rest;
   }
+  uint64_t diff = x[0] | x[1];
   if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
   /* Not a quarantine tag any more: a large block's memory is handed out
    * again as it is (page blocks get their free tag). */

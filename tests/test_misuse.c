@@ -317,6 +317,58 @@ static void freed_blocks_come_back_zeroed(void)
     }
     for (int i = 0; i < N; i++) free(blocks[i]);
 }
+
+/* Every width of the canary's pattern (the 0 to 15 bytes between a request
+ * and the trailer of a 32-byte block: requests of 9 to 24 bytes) and every
+ * word of the quarantine's fill (blocks of 16 to 64 bytes, whose fill words
+ * overlap below 64): one byte written at its first, last and ninth pattern
+ * byte, or into one word of the freed block, is reported; the same blocks
+ * freed unwritten are not. */
+static size_t case_size, case_at;
+
+static void overflow_at(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(case_size);
+    CHECK(p != NULL);
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[case_size + case_at] = 'x';
+    free(p);
+}
+
+static void use_after_free_write_at(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(case_size);
+    CHECK(p != NULL);
+    free(p);
+    hak_announce(p);
+    if (case_at != SIZE_MAX) ((char *)hak_opaque_ptr(p))[case_at] = 'x';
+    for (int i = 0; i < 100; i++) free(malloc(16));
+}
+
+static void every_pattern_byte_and_fill_word_is_checked(void)
+{
+    for (case_size = 9; case_size <= 24; case_size++) {
+        size_t slack = 24 - case_size, at[] = {0, slack - 1, 8};
+        for (size_t i = 0; i < 3; i++) {
+            if (at[i] >= slack || (i > 0 && at[i] == at[0])) continue;
+            case_at = at[i];
+            hak_child_report r = hak_run_in_child(overflow_at);
+            hak_check_misuse_report(&r, "heap overflow");
+        }
+    }
+    for (size_t block = 16; block <= 64; block += 16) {
+        case_size = block - 8;   /* with the trailer, the whole block */
+        for (case_at = 0; case_at < block; case_at += 8) {
+            hak_child_report r = hak_run_in_child(use_after_free_write_at);
+            hak_check_misuse_report(&r, "use-after-free write");
+        }
+        case_at = SIZE_MAX;
+        hak_child_report r = hak_run_in_child(use_after_free_write_at);
+        CHECK_CHILD_EXITED_0(r.status);
+    }
+}
 #endif
 
 int main(void)
@@ -325,6 +377,7 @@ int main(void)
     RUN_CASE(every_misuse_is_stopped_where_promised);
 #ifdef HAK_TEST_SECURE
     if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
+    RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
 #endif
     return 0;
 }
