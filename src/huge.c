@@ -254,17 +254,10 @@ void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
   cache_put(seg);
 }
 
-/* Resize a huge block: in place if the address space allows, else by moving
- * its pages with mremap to a new aligned place. NULL if neither works (the
- * block is then untouched). */
-void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
-#if HAKMEM_SECURE   /* (not called: hak_secure_realloc moves huge blocks by copying) */
-  (void)seg, (void)page, (void)new_size;
-  return NULL;
-#endif
-  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
-  if (new_size > HAK_MAX_REQUEST) return NULL;
-  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE);
+/* Resize a huge block to `total` bytes of mapping: in place if the address
+ * space allows, else by moving its pages with mremap to a new aligned place.
+ * NULL if neither works (the block is then untouched). */
+static void *huge_resize(hak_segment_t *seg, hak_page_t *page, size_t offset, size_t total) {
   if (hak_os_resize_in_place(seg, seg->size, total)) {
     int64_t delta = (int64_t)total - (int64_t)seg->size;
     atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
@@ -288,6 +281,21 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
    * segment's: only the counters are ours to update. */
   huge_unaccount(old_size);
   return huge_setup(target, total, offset);
+}
+
+void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
+  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
+  if (new_size > HAK_MAX_REQUEST) return NULL;
+  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE) + HUGE_GUARD;
+#if HAKMEM_SECURE   /* the guard page goes to the new end (lifted first: mremap takes one mapping) */
+  hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
+  uint8_t *p = huge_resize(seg, page, offset, total);
+  hak_segment_t *now = p != NULL ? (hak_segment_t *)(p - offset) : seg;
+  hak_secure_guard((uint8_t *)now + now->size - HUGE_GUARD, true);
+  return p;
+#else
+  return huge_resize(seg, page, offset, total);
+#endif
 }
 
 /* ------------------------------------------------------------ giant blocks */

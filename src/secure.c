@@ -599,16 +599,28 @@ size_t hak_secure_usable_size(const void *p) {
 }
 
 /* Shrinks and small growth stay in place (with a new canary); the rest
- * moves, huge blocks included (no in-place resize: the move is what
- * quarantines the old block). */
+ * moves (the move is what quarantines the old block), with the default
+ * build's room to grow (alloc.c, hak_realloc), but for a huge block too
+ * large for the quarantine, which is resized as the default build does
+ * (mremap, its guard page moved to its new end). */
 void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
   if (size == 0) { hak_secure_free(p, HAK_OP_REALLOC); return NULL; }
   hak_block_ref_t ref;
-  size_t old = live_block(HAK_OP_REALLOC, p, &ref);
+  size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
   size_t need = hak_secure_request(size);
-  if (need <= ref.usable && need >= ref.usable / 2) return hak_secure_handout(p, size);
-  void *q = hak_secure_malloc(size);
+  if (need <= usable && need >= usable / 2) return hak_secure_handout(p, size);
+  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES &&
+      size > HAK_MEDIUM_MAX && !hak_tracking) {
+    void *q = hak_huge_realloc(ref.seg, ref.page, need);
+    if (q != NULL) return hak_secure_handout(q, size);
+  }
+  void *q = NULL;
+  if (need > usable && need - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX)
+    q = handout_as(hak_malloc_generic(usable + usable / 4, hak_heap_get(), false), size, HAK_FAMILY_MALLOC);
+  else if (need > usable && usable > HAK_MEDIUM_MAX && !hak_tracking && !hak_owner_counted)
+    q = handout_as(hak_huge_alloc(need, 0, false), size, HAK_FAMILY_MALLOC);
+  if (q == NULL) q = hak_secure_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   memcpy(q, p, old < size ? old : size);
   hak_secure_free(p, HAK_OP_FREE);

@@ -202,6 +202,35 @@ static void overflow_page_of(size_t size)
 static void overflow_page_large(void) { overflow_page_of(LARGE); }
 static void overflow_page_huge(void) { overflow_page_of(HUGE_SIZE); }
 
+/* A huge block grown and shrunk by realloc (in place or moved by mremap in
+ * the secure variant): its guard page and canary follow its new end. */
+static char *huge_reallocated(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(HUGE_SIZE / 4);
+    CHECK(p != NULL);
+    memset(p, 1, HUGE_SIZE / 4);
+    CHECK((p = realloc(p, HUGE_SIZE)) != NULL);
+    CHECK((p = realloc(p, HUGE_SIZE / 2 + 100)) != NULL);
+    CHECK(hak_first_not(p, HUGE_SIZE / 4, 1) == SIZE_MAX);
+    hak_announce(p);
+    return p;
+}
+
+static void overflow_page_huge_realloc(void)
+{
+    char *p = huge_reallocated();
+    memset(hak_opaque_ptr(p + HUGE_SIZE / 2 + 100), 'x', OS_PAGE + 1);
+    free(p);
+}
+
+static void overflow_1_huge_realloc(void)
+{
+    char *p = huge_reallocated();
+    ((char *)hak_opaque_ptr(p))[HUGE_SIZE / 2 + 100] = 'x';
+    free(p);
+}
+
 static void read_page_past_large(void)
 {
     hak_thread_own_heap();
@@ -265,6 +294,8 @@ static const struct misuse {
     { "overflow to a page past the end, large", overflow_page_large, SECURE, NULL, 0 },
     { "overflow to a page past the end, huge", overflow_page_huge, SECURE, NULL, DEFAULT },
     { "read a page past the end, large", read_page_past_large, SECURE, NULL, 0 },
+    { "overflow to a page past the end, huge after realloc", overflow_page_huge_realloc, SECURE, NULL, DEFAULT },
+    { "overflow by 1, huge after realloc", overflow_1_huge_realloc, SECURE, "heap overflow", 0 },
 #ifndef HAK_TEST_LIBC
     { "underflow into a segment's metadata", underflow_into_segment_metadata, SECURE, NULL, 0 },
 #endif
