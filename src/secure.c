@@ -431,25 +431,19 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
 /* The fill, as four two-word vectors: the first holds the tag in its
  * second word. In a block of less than QUARANTINE_FILL bytes (16 to 48:
  * the smallest classes) the other three are placed at most at its last
- * 16 bytes, overlapping, and in a 16-byte block they are the first: the
- * same stores and loads at every size, so no branch on it (the sizes a
- * program frees come in no order a branch predictor learns). */
+ * 16 bytes, overlapping; in a 16-byte block they fall on the first, which
+ * is written last (and they are checked as it). The same stores and loads
+ * at every size, so no branch on it (the sizes a program frees come in no
+ * order a branch predictor learns). */
 typedef uint64_t fill_t __attribute__((vector_size(16)));
 
-typedef struct fill_s { fill_t first, rest; size_t at[3]; } fill_plan_t;
-
-static inline fill_plan_t fill_plan(keys_t ks, const void *p, size_t usable) {
-  uintptr_t tag = quarantine_tag(ks, p);
-  size_t last = usable - 16;   /* quarantined blocks have 16 bytes at least */
-  uint64_t rest_tag = FREED_WORD ^ ((tag ^ FREED_WORD) & -(uint64_t)(last == 0));   /* (no branch) */
-  return (fill_plan_t){ { FREED_WORD, tag }, { FREED_WORD, rest_tag },
-                        { last < 16 ? last : 16, last < 32 ? last : 32, last < 48 ? last : 48 } };
-}
+/* Where the last three vectors go (quarantined blocks have 16 bytes at least). */
+static inline size_t fill_at(size_t usable, size_t at) { return usable - 16 < at ? usable - 16 : at; }
 
 static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
-  fill_plan_t f = fill_plan(ks, p, usable);
-  for (int i = 0; i < 3; i++) memcpy((uint8_t *)p + f.at[i], &f.rest, 16);
-  memcpy(p, &f.first, 16);
+  fill_t first = { FREED_WORD, quarantine_tag(ks, p) }, rest = { FREED_WORD, FREED_WORD };
+  for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &rest, 16);
+  memcpy(p, &first, 16);
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported. */
@@ -461,13 +455,13 @@ static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
 }
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  fill_plan_t f = fill_plan(ks, p, usable);
-  fill_t a, x;
+  uintptr_t tag = quarantine_tag(ks, p);
+  fill_t a, x, first = { FREED_WORD, tag }, rest = { FREED_WORD, usable == 16 ? tag : FREED_WORD };
   memcpy(&a, p, 16);
-  x = a ^ f.first;
-  for (int i = 0; i < 3; i++) {
-    memcpy(&a, (const uint8_t *)p + f.at[i], 16);
-    x |= a ^ f.rest;
+  x = a ^ first;
+  for (size_t at = 16; at < QUARANTINE_FILL; at += 16) {
+    memcpy(&a, (const uint8_t *)p + fill_at(usable, at), 16);
+    x |= a ^ rest;
   }
   uint64_t diff = x[0] | x[1];
   if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
