@@ -76,6 +76,15 @@ static inline keys_t keys(void) {
   return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed), k2 };
 }
 
+/* The keys on the fast paths, which keys() has chosen already: a thread
+ * reaches them only with a block that was handed out (canary_write), and
+ * a malloc there follows one of its own through the generic path. (So
+ * they make no call that returns, and keep no registers.) */
+static inline keys_t keys_chosen(void) {
+  return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed),
+                   atomic_load_explicit(&process_key2, memory_order_relaxed) };
+}
+
 /* A keyed hash of an address, for the canary masks: the 128-bit product of
  * the address xor the key by a second secret, its halves folded (as
  * wyhash's mum). */
@@ -299,7 +308,8 @@ static const uint8_t pattern_masks[2 * CANARY_PATTERN] = {
  * hak_secure_request(size) by `family`. A slack too large for the trailer
  * (512 MiB: only a giant block, whose mapping has room for its alignment,
  * can have one) is capped: the requested size then reads as somewhat
- * larger. The pattern words may reach into the trailer, written after. */
+ * larger. The pattern words may reach into the trailer, written after.
+ * small: from the malloc fast path (a small slack; keys chosen). */
 static inline __attribute__((always_inline)) void *canary_write(void *p, size_t usable, size_t size, unsigned family,
                                                                 bool small) {
   size_t slack = usable - HAK_CANARY_SIZE - size;
@@ -309,7 +319,7 @@ static inline __attribute__((always_inline)) void *canary_write(void *p, size_t 
   uint64_t w = CANARY_WORD;
   memcpy(pattern, &w, 8);
   memcpy((uint8_t *)pattern_second(pattern, end), &w, 8);
-  trailer_t t = trailer_encode(keys(), p, (uint32_t)slack << FAMILY_BITS | family);
+  trailer_t t = trailer_encode(small ? keys_chosen() : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -367,10 +377,11 @@ static const char *const family_names[FAMILY_MASK + 1] = {
 };
 
 /* The trailer names another family than op's: a mismatch, or (a value no
- * family has) an overwritten trailer. malloc_usable_size takes any. */
-static HAK_NOINLINE void family_differs(hak_op_t op, const void *p, unsigned family) {
+ * family has) an overwritten trailer. malloc_usable_size takes any (it
+ * does not come here: so the frees need no registers kept across a call
+ * that returns). */
+static HAK_NOINLINE HAK_NORETURN void family_differs(hak_op_t op, const void *p, unsigned family) {
   if (family_names[family] == NULL) report_overflow(op, p, SIZE_MAX, 0);
-  if (op == HAK_OP_USABLE_SIZE) return;
   hak_fatal("%s of %p, allocated by %s (alloc-dealloc mismatch)", hak_op_name(op), p, family_names[family]);
 }
 
@@ -382,7 +393,8 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
   uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
-  if (hak_unlikely(family != op_family(op))) family_differs(op, p, family);
+  if (hak_unlikely(family != op_family(op)) && (op != HAK_OP_USABLE_SIZE || family_names[family] == NULL))
+    family_differs(op, p, family);
   size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
@@ -454,6 +466,13 @@ static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
   hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
 }
 
+/* (Out of line, as every call the free fast path makes but its last: it
+ * then keeps no registers.) */
+static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable) {
+  memset(p, 0, usable);
+  hak_free_released(p, heap);
+}
+
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
   uintptr_t tag = quarantine_tag(ks, p);
   fill_t a, x, first = { FREED_WORD, tag }, rest = { FREED_WORD, usable == 16 ? tag : FREED_WORD };
@@ -467,8 +486,11 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
   if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
   /* Not a quarantine tag any more: a large block's memory is handed out
    * again as it is (page blocks get their free tag). */
-  if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
-  else ((uintptr_t *)p)[1] = 0;
+  if (hak_unlikely(hak_option(HAK_OPT_ZERO_ON_FREE))) {
+    release_zeroed(heap, p, usable);
+    return;
+  }
+  ((uintptr_t *)p)[1] = 0;
   hak_free_released(p, heap);
 }
 
@@ -484,6 +506,17 @@ static void quarantine_evict(hak_heap_t *heap) {
 
 void hak_quarantine_flush(hak_heap_t *heap) {
   while (heap->quarantine.count > 0) quarantine_evict(heap);
+}
+
+/* Into quarantine, which is not full, or p would take it over its bytes. */
+static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t usable) {
+  hak_quarantine_t *q = &heap->quarantine;
+  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
+    quarantine_evict(heap);
+  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].p = p;
+  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].usable = usable;
+  q->count++;
+  q->bytes += usable;
 }
 
 /* Into quarantine. Usually it is full and p takes the oldest block's slot,
@@ -502,12 +535,7 @@ static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_
     quarantine_release(ks, heap, old, old_usable);
     return;
   }
-  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
-    quarantine_evict(heap);
-  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].p = p;
-  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].usable = usable;
-  q->count++;
-  q->bytes += usable;
+  quarantine_put_slow(heap, p, usable);
 }
 
 /* At exit, the main thread's quarantine is checked too. */
@@ -522,6 +550,11 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
  * (as hak_malloc_generic takes it: the direct tables are empty when calls
  * are counted or tracked), whose block size is at hand; the rest through
  * the generic path. */
+static HAK_NOINLINE void *secure_alloc_slow(size_t size, unsigned family) {
+  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, family);
+}
+
+/* (The slow path out of line: the fast one then keeps no registers.) */
 static inline void *secure_alloc(size_t size, unsigned family) {
   hak_heap_t *heap = hak_heap_get();
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
@@ -534,7 +567,7 @@ static inline void *secure_alloc(size_t size, unsigned family) {
       return canary_write(b, page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
     }
   }
-  return handout_as(hak_malloc_generic(hak_secure_request(size), heap, false), size, family);
+  return secure_alloc_slow(size, family);
 }
 
 void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALLOC); }
@@ -553,7 +586,7 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
-    keys_t ks = keys();
+    keys_t ks = keys_chosen();
     if (hak_likely(hak_block_check_shared(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
                    ((const uintptr_t *)p)[1] != quarantine_tag(ks, p) && heap != &hak_heap_empty)) {
       size_t usable = page->block_size;
