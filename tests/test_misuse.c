@@ -10,10 +10,11 @@
  * with -DHAK_TEST_LIBC it runs the same table against the C library and
  * checks nothing, for comparison:
  *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++
- * glibc 2.36 stops 12 of 26: the double and interior frees, the medium
+ * glibc 2.36 stops 13 of 28: the double and interior frees, the medium
  * overflow by 32 and the underflows (both rewrite a chunk header), the
  * large use-after-free write (the block was unmapped), and the overflows
- * a page past a large and a huge block (the writes leave their mappings); it
+ * a page past a large and a huge block, also after realloc (the writes
+ * leave their mappings); it
  * misses the 1-byte overflows, the small and large 32-byte overflows, the
  * small and medium use-after-free writes, the read past a large block and
  * every new/delete mismatch (README.md, "Hardening"). */
