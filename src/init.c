@@ -97,6 +97,9 @@ void hak_process_init(void) {
   hak_arenas_init();
   hak_heap_direct_init();
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */
+#if HAKMEM_SECURE
+  hak_secure_keys_init();   /* before "ready": the fast paths read them unchecked */
+#endif
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
 
   /* Without the handlers, a child forked while another thread holds an

@@ -76,10 +76,12 @@ static inline keys_t keys(void) {
   return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed), k2 };
 }
 
-/* The keys on the fast paths, which keys() has chosen already: a thread
- * reaches them only with a block that was handed out (canary_write), and
- * a malloc there follows one of its own through the generic path. (So
- * they make no call that returns, and keep no registers.) */
+/* Chosen at process start (init.c), before the "ready" its threads read. */
+void hak_secure_keys_init(void) { keys(); }
+
+/* The keys on the fast paths, which only a thread with a heap reaches, and
+ * it made it after hak_process_init: chosen. (So they make no call that
+ * returns, and keep no registers.) */
 static inline keys_t keys_chosen(void) {
   return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed),
                    atomic_load_explicit(&process_key2, memory_order_relaxed) };
