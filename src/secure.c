@@ -52,8 +52,9 @@ static uint64_t random_seed(void) {
   return mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)&v);
 }
 
-/* The process key (canary checks, quarantine tags): chosen by the first
- * thread that needs it, the same for all after. */
+/* The process key (canary checks, quarantine tags): chosen at process
+ * start (hak_secure_keys_init), or by the first thread that needs it
+ * before, the same for all after. */
 static _Atomic(uint64_t) process_key;
 static _Atomic(uint64_t) process_key2;   /* the canary hash's multiplier: mix(process_key) | 1 */
 
