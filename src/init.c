@@ -101,6 +101,7 @@ void hak_process_init(void) {
   hak_secure_keys_init();   /* before "ready": the fast paths read them unchecked */
 #endif
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
+  hak_purger_init();   /* after "ready": its pthread_setspecific may allocate */
 
   /* Without the handlers, a child forked while another thread holds an
    * allocator lock inherits it held: the child may deadlock. Nothing else

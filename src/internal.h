@@ -756,6 +756,7 @@ HAK_INTERNAL void hak_purge_clock_init(hak_purge_clock_t *c);
 HAK_INTERNAL uint64_t hak_purge_deadline(hak_purge_clock_t *c, uint64_t now);
 HAK_INTERNAL void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now);
 HAK_INTERNAL void hak_purger_fork_child(void);
+HAK_INTERNAL void hak_purger_init(void);
 
 /* alloc.c / free.c */
 /* size first: it arrives in the first argument register of malloc, so the

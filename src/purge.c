@@ -35,7 +35,11 @@
  *   slow path takes (arena, huge cache, reclaim queues): the fast paths
  *   never see it;
  * - does not exist in a forked child: the child creates its own the same
- *   lazy way.
+ *   lazy way;
+ * - ends when the main thread leaves by pthread_exit (purger_retire): glibc
+ *   ends such a process, with exit(0), when its last thread ends, and a
+ *   purger that never ended kept it alive for ever (with every signal
+ *   blocked, only SIGKILL stopped it).
  * Without it (HAKMEM_BACKGROUND=0, or pthread_create failed), malloc's slow
  * path does the same work at the heartbeat (internal.h), as a fallback. */
 #define _GNU_SOURCE
@@ -154,7 +158,8 @@ static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
 /* ------------------------------------------------------------ the purger */
 
 enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_OFF };
-static _Atomic int purger_state;
+static _Atomic int purger_state;           /* OFF for good, but in a forked child */
+static pthread_t purger_thread;            /* while RUNNING (joinable: see purger_retire) */
 #define PURGER_IDLE UINT64_MAX
 static _Atomic(uint64_t) purger_wake_at;   /* ms it sleeps until; PURGER_IDLE: until woken; 0: awake */
 static _Atomic(uint32_t) purger_futex;     /* bumped by each wake-up */
@@ -175,7 +180,9 @@ void hak_note_pending_work(uint64_t due) {
 static void purger_sleep(uint64_t next, uint64_t now) {
   uint32_t seq = atomic_load_explicit(&purger_futex, memory_order_seq_cst);
   atomic_store_explicit(&purger_wake_at, next != 0 ? next : PURGER_IDLE, memory_order_seq_cst);
-  if (!atomic_load_explicit(&hak_work_pending, memory_order_seq_cst)) {
+  /* Seen OFF, or the retiring thread's wake-up comes after the load of seq. */
+  if (!atomic_load_explicit(&hak_work_pending, memory_order_seq_cst) &&
+      atomic_load_explicit(&purger_state, memory_order_seq_cst) != PURGER_OFF) {
     struct timespec ts, *timeout = NULL;
     if (next != 0) {
       uint64_t ms = next > now ? next - now : 1;
@@ -191,7 +198,7 @@ static void *purger_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "hakmem-purger");
   hak_heap_t *heap = hak_heap_thread_init();   /* sweeps adopt pages into a heap (NULL: no sweeps) */
-  for (;;) {
+  while (atomic_load_explicit(&purger_state, memory_order_seq_cst) != PURGER_OFF) {
     /* Cleared before looking, so that a note made meanwhile is not lost. */
     atomic_store_explicit(&hak_work_pending, false, memory_order_seq_cst);
     uint64_t now = hak_clock_ms();
@@ -210,13 +217,11 @@ static void purger_start(void) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, HAK_PURGER_STACK);
-  pthread_t thread;
-  int rc = pthread_create(&thread, &attr, purger_main, NULL);
+  int rc = pthread_create(&purger_thread, &attr, purger_main, NULL);
   if (rc == EINVAL) {   /* a program with much static TLS needs a larger stack */
     pthread_attr_setstacksize(&attr, (size_t)1 << 20);
-    rc = pthread_create(&thread, &attr, purger_main, NULL);
+    rc = pthread_create(&purger_thread, &attr, purger_main, NULL);
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -241,11 +246,53 @@ void hak_purger_consider_start(void) {
     purger_start();
 }
 
-/* The child of fork has no purger (only the forking thread exists there);
- * it gets one the same lazy way. */
+/* The main thread leaves by pthread_exit: end the purger and wait until it
+ * has (so that the program's last thread is one of its own, and runs
+ * glibc's exit(0) on its own stack with its own signal mask), and never
+ * start it again: the slow paths do its work from now on, as with
+ * HAKMEM_BACKGROUND=0. A purger being started is waited for first. */
+static void purger_retire(void) {
+  int state;
+  do {
+    while ((state = atomic_load_explicit(&purger_state, memory_order_seq_cst)) == PURGER_STARTING) sched_yield();
+  } while (state != PURGER_OFF && !atomic_compare_exchange_strong(&purger_state, &state, PURGER_OFF));
+  if (state != PURGER_RUNNING) return;
+  atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
+  syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  pthread_join(purger_thread, NULL);
+}
+
+/* Set by the main thread only (and a forked child's one thread, which is
+ * its main thread), so its destructor runs when the main thread leaves by
+ * pthread_exit; exit() runs no key destructor. */
+static pthread_key_t main_exit_key;
+static _Atomic(bool) main_exit_key_ready;
+
+static void main_thread_exit(void *unused) {
+  (void)unused;
+  purger_retire();
+}
+
+static void mark_main_thread(void) {
+  if (atomic_load_explicit(&main_exit_key_ready, memory_order_acquire) && syscall(SYS_gettid) == getpid())
+    pthread_setspecific(main_exit_key, &main_exit_key);
+}
+
+/* From process start-up, in the thread that loads hakmem (the main thread,
+ * but for a library opened later by another thread: then the purger is
+ * not retired). */
+void hak_purger_init(void) {
+  if (pthread_key_create(&main_exit_key, main_thread_exit) != 0) return;   /* then it is not retired */
+  atomic_store_explicit(&main_exit_key_ready, true, memory_order_release);
+  mark_main_thread();
+}
+
+/* The child of fork has no purger (only the forking thread exists there,
+ * now its main thread); it gets one the same lazy way. */
 void hak_purger_fork_child(void) {
   atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
   atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
+  mark_main_thread();
 }
 
 /* From malloc's slow path at the heartbeat: nothing while the purger runs;

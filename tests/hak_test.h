@@ -475,6 +475,26 @@ static inline void hak_describe_threads(pid_t pid)
     closedir(dir);
 }
 
+/* Threads of this process named by hakmem's purger (src/purge.c). */
+static inline int hak_purger_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], name[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        if (fgets(name, sizeof name, f) != NULL && strncmp(name, "hakmem-purger", 13) == 0) n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 /* Waits for a child. It fails (after describing the child's threads and
  * killing it) once the child has run `seconds`, or, if `progress` is not
  * NULL (a counter the child advances, in memory shared with it), once the

@@ -5,7 +5,6 @@
  * is printed). Run with HAKMEM_PURGE_DELAY=10 and HAKMEM_BACKGROUND=1 set
  * by ctest; "off" re-runs itself with HAKMEM_BACKGROUND=0. */
 #include "hak_test.h"
-#include <dirent.h>
 #include <semaphore.h>
 
 #define WORKING_SET (128 * MiB)
@@ -50,26 +49,6 @@ static void wait_below(size_t limit, size_t peak, const char *what)
 static void wait_returned(size_t peak, const char *what)
 {
     wait_below(peak / 4, peak, what);
-}
-
-/* Threads in /proc/self/task named by the purger. */
-static int purger_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    CHECK(d != NULL);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char path[300], name[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL) continue;
-        if (fgets(name, sizeof name, f) != NULL && strncmp(name, "hakmem-purger", 13) == 0) n++;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
 }
 
 /* The scenario of the issue: two threads fill the working set and exit; a
@@ -227,7 +206,7 @@ static void purger_across_fork(void)
 {
     fill(0, WORKING_SET / 4, 17);   /* the parent's purger runs */
     free_range(0, nblocks);
-    CHECK(purger_threads() == 1);
+    CHECK(hak_purger_threads() == 1);
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -237,7 +216,7 @@ static void purger_across_fork(void)
         size_t peak = hak_rss_bytes();
         free_range(0, nblocks);
         wait_returned(peak, "child of fork frees its blocks, then idles");
-        CHECK(purger_threads() == 1);
+        CHECK(hak_purger_threads() == 1);
         fflush(stdout);
         _exit(0);
     }
@@ -249,7 +228,7 @@ static void purger_across_fork(void)
  * to return. */
 static void one_purger_once_needed(void)
 {
-    CHECK(purger_threads() == 1);
+    CHECK(hak_purger_threads() == 1);
 }
 
 /* HAKMEM_BACKGROUND=0 (this program re-run with it): no thread at all, and
@@ -283,11 +262,11 @@ static void returned_by_pairs(void (*pairs)(void), const char *what)
 
 static void background_off_child(void)
 {
-    CHECK(purger_threads() == 0);
+    CHECK(hak_purger_threads() == 0);
     for (int i = 0; i < 4; i++) medium_pairs();   /* its blocks in place before the fill */
     returned_by_pairs(small_pairs, "small pairs");
     returned_by_pairs(medium_pairs, "medium pairs");
-    CHECK(purger_threads() == 0);
+    CHECK(hak_purger_threads() == 0);
 }
 
 static void background_off(void)
@@ -315,7 +294,7 @@ int main(int argc, char **argv)
         return 0;
     }
     hak_test_begin("test_purger");
-    CHECK(purger_threads() == 0);   /* a program that counts its threads at start-up sees none */
+    CHECK(hak_purger_threads() == 0);   /* a program that counts its threads at start-up sees none */
     RUN_CASE(idle_after_large_free);
     RUN_CASE(one_purger_once_needed);
     RUN_CASE(freed_by_thread_that_never_allocated);
