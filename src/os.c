@@ -44,8 +44,13 @@ void *hak_os_alloc_aligned(size_t size, size_t align) {
   return p;
 }
 
+/* free() reaches here and the purge below, and must leave errno as it was
+ * (POSIX): munmap fails with ENOMEM when it would split a mapping at
+ * vm.max_map_count, madvise with EINVAL on locked memory. */
 void hak_os_free(void *p, size_t size) {
-  if (munmap(p, size) != 0) hak_message("warning: munmap(%p, %zu) failed (errno %d)\n", p, size, errno);
+  int saved = errno;
+  if (munmap(p, size) != 0) hak_message("hakmem: warning: munmap(%p, %zu) failed (errno %d)\n", p, size, errno);
+  errno = saved;
 }
 
 /* Give the physical memory of a range back to the OS, keeping the range,
@@ -54,12 +59,14 @@ void hak_os_free(void *p, size_t size) {
  * stay. Warned once: a program that locks its memory meant to keep it. */
 hak_purge_result_t hak_os_purge(void *p, size_t size) {
   static _Atomic(bool) warned;
-  if (hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE && madvise(p, size, MADV_FREE) == 0)
-    return HAK_PURGED_LAZY;
-  if (madvise(p, size, MADV_DONTNEED) == 0) return HAK_PURGED_ZERO;
-  if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+  int saved = errno;   /* left as it was, as by hak_os_free */
+  hak_purge_result_t r = HAK_PURGE_FAILED;
+  if (hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE && madvise(p, size, MADV_FREE) == 0) r = HAK_PURGED_LAZY;
+  else if (madvise(p, size, MADV_DONTNEED) == 0) r = HAK_PURGED_ZERO;
+  else if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
     hak_message("hakmem: warning: cannot return memory to the OS (madvise: errno %d); it stays resident\n", errno);
-  return HAK_PURGE_FAILED;
+  errno = saved;
+  return r;
 }
 
 /* Keep transparent huge pages out of a range. Where the kernel backs every

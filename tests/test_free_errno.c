@@ -1,0 +1,224 @@
+/* free() leaves errno as it found it (POSIX.1-2024 requires it; glibc has
+ * done so since 2.33), for every kind of block and whatever free does
+ * inside: hand memory back to the OS at once (HAKMEM_PURGE_DELAY=0, as
+ * registered), unmap a huge block (HAKMEM_HUGE_CACHE=0), and above all when
+ * the OS refuses either:
+ *   - madvise fails with EINVAL on locked memory (mlock, mlockall);
+ *   - munmap fails with ENOMEM when it would split a mapping and the
+ *     process is at vm.max_map_count (neighbouring anonymous mappings of
+ *     the same kind are merged by the kernel into one).
+ * The refusals are made deterministic by a seccomp filter (madvise's
+ * purging advices fail with EINVAL, munmap with ENOMEM) in a forked child;
+ * the map-limit case is also run for real, as glibc's tst-free-errno does.
+ * A program that reads errno after a failed call, with a free in between
+ * (cleanup before reporting), must see the failed call's errno. */
+#include "hak_test.h"
+
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
+#define SENTINEL 1789   /* not an errno any call here sets */
+
+/* errno read where the compiler cannot assume free left it alone. */
+static int current_errno(void)
+{
+    int e = errno;
+    __asm__ volatile("" : "+r"(e));
+    return e;
+}
+
+#define SEGMENT (32 * MiB)   /* src/internal.h's HAK_SEGMENT_SIZE */
+
+/* One block of each kind hakmem has: small, medium, large spans, huge
+ * blocks in and past the huge cache, aligned ones (in a page, a large
+ * span, a huge segment, a giant mapping), zeroed, and one grown by realloc
+ * into a huge mapping. Each is written over its size. */
+enum { KINDS = 16 };
+
+static void *block_of_kind(int kind, size_t *size)
+{
+    void *p = NULL;
+    switch (kind) {
+    case 0: p = malloc(*size = 0); break;
+    case 1: p = malloc(*size = 24); break;
+    case 2: p = malloc(*size = 3000); break;
+    case 3: p = malloc(*size = 100 * KiB); break;
+    case 4: p = malloc(*size = 900 * KiB); break;
+    case 5: p = malloc(*size = 2 * MiB); break;
+    case 6: p = malloc(*size = 20 * MiB); break;
+    case 7: p = malloc(*size = 40 * MiB); break;
+    case 8: p = malloc(*size = 5 * SEGMENT); break;   /* past the default huge cache */
+    case 9: p = calloc(1, *size = 3 * MiB); break;
+    case 10: p = memalign(4096, *size = 100); break;
+    case 11: CHECK(posix_memalign(&p, 256 * KiB, *size = 5000) == 0); break;
+    case 12: p = aligned_alloc(4 * MiB, *size = 4 * MiB); break;
+    case 13: p = aligned_alloc(64 * MiB, *size = 100); break;   /* beyond a segment: giant */
+    case 14: p = valloc(*size = 70 * KiB); break;
+    case 15: {
+        p = malloc(*size = 2 * MiB);
+        CHECK(p != NULL);
+        p = realloc(p, *size = 6 * MiB);   /* a large block grown on: a mapping of its own */
+        break;
+    }
+    }
+    CHECKF(p != NULL, "block of kind %d (%zu bytes) not allocated", kind, *size);
+    memset(p, 0x5a, *size);
+    return p;
+}
+
+static void free_keeping_errno(void *p, size_t size, const char *how)
+{
+    errno = SENTINEL;
+    free(p);
+    int after = current_errno();
+    CHECKF(after == SENTINEL, "free of a %zu-byte block (%s) changed errno from %d to %d (%s)", size, how,
+           SENTINEL, after, strerror(after));
+}
+
+/* Every kind, freed by the thread that allocated it, twice in a row (the
+ * second free may take the paths a reused span or cached segment takes). */
+static void free_all_kinds(const char *how)
+{
+    for (int round = 0; round < 2; round++)
+        for (int kind = 0; kind < KINDS; kind++) {
+            size_t size;
+            void *p = block_of_kind(kind, &size);
+            free_keeping_errno(p, size, how);
+        }
+    errno = SENTINEL;
+    free(NULL);
+    CHECK(current_errno() == SENTINEL);
+}
+
+static void *blocks[KINDS];
+static size_t sizes[KINDS];
+
+static void *free_blocks_of_main(void *arg)
+{
+    for (int kind = 0; kind < KINDS; kind++) free_keeping_errno(blocks[kind], sizes[kind], (const char *)arg);
+    return NULL;
+}
+
+/* Blocks of one thread freed by another (the cross-thread paths). */
+static void free_all_kinds_from_another_thread(const char *how)
+{
+    for (int kind = 0; kind < KINDS; kind++) blocks[kind] = block_of_kind(kind, &sizes[kind]);
+    pthread_join(hak_thread_start(free_blocks_of_main, (void *)how), NULL);
+}
+
+static void free_keeps_errno(void)
+{
+    free_all_kinds("the OS willing");
+    free_all_kinds_from_another_thread("another thread's, the OS willing");
+}
+
+/* ---- the OS refusing, by a seccomp filter -------------------------------- */
+
+#if defined(__x86_64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
+#endif
+
+/* In every thread of the process: madvise(MADV_DONTNEED or MADV_FREE)
+ * fails with EINVAL (as on locked memory), munmap with ENOMEM (as at the
+ * map limit). False where no filter can be set. */
+static bool refuse_purges_and_unmaps(void)
+{
+#if defined(AUDIT_ARCH_HERE) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_HERE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_munmap, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        /* the advice: the low half of the third argument (little-endian) */
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_FREE, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
+    };
+    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
+#else
+    return false;
+#endif
+}
+
+enum { NO_FILTER = 77 };
+
+static void refused_child(void)
+{
+    if (!refuse_purges_and_unmaps()) _exit(NO_FILTER);
+    free_all_kinds("madvise and munmap refused");
+    free_all_kinds_from_another_thread("another thread's, madvise and munmap refused");
+    _exit(0);
+}
+
+static void free_keeps_errno_when_the_os_refuses(void)
+{
+    hak_child_report r = hak_run_in_child(refused_child);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == NO_FILTER) {
+        printf("     not run: no seccomp filter can be set here\n");
+        return;
+    }
+    CHECK_CHILD_EXITED_0(r.status);
+#ifdef HAK_TEST_STANDARD_NAMES
+    /* The refusals did reach hakmem (it warns once about each). */
+    CHECKF(strstr(r.text, "cannot return memory to the OS") != NULL, "no purge was refused; stderr: %s", r.text);
+    CHECKF(strstr(r.text, "munmap") != NULL, "no munmap was refused; stderr: %s", r.text);
+#endif
+}
+
+/* ---- the map limit, for real --------------------------------------------- */
+
+/* Three huge blocks whose mappings are whole segments, so that the kernel
+ * may merge them into one mapping; the process then fills its map count
+ * with one-page mappings of a file, and the middle block is freed: its
+ * munmap would split the merged mapping, which the kernel refuses. */
+static void map_limit_child(void)
+{
+    void *probe = malloc(2 * SEGMENT);
+    CHECK(probe != NULL);
+    size_t offset = (uintptr_t)probe & (SEGMENT - 1);   /* the block's offset in its segment */
+    free(probe);
+    size_t size = 5 * SEGMENT - offset;
+    void *b[3];
+    for (int i = 0; i < 3; i++) {
+        b[i] = malloc(size);
+        CHECK(b[i] != NULL);
+        memset(b[i], 0x33, 4096);
+    }
+    int fd = memfd_create("test_free_errno", 0);
+    CHECK(fd >= 0);
+    CHECK(ftruncate(fd, 4096) == 0);
+    for (int i = 0; i < 70000; i++)   /* (at most: a raised limit is left alone) */
+        if (mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED) break;
+    for (int i = 1; i < 4; i++) free_keeping_errno(b[i % 3], size, "at the map limit");
+    _exit(0);
+}
+
+static void free_keeps_errno_at_the_map_limit(void)
+{
+    hak_child_report r = hak_run_in_child(map_limit_child);
+    CHECK_CHILD_EXITED_0(r.status);
+}
+
+int main(void)
+{
+    hak_test_begin("test_free_errno");
+    RUN_CASE(free_keeps_errno);
+    RUN_CASE(free_keeps_errno_when_the_os_refuses);
+    RUN_CASE(free_keeps_errno_at_the_map_limit);
+    printf("all passed\n");
+    return 0;
+}
