@@ -1,6 +1,7 @@
 /* Every name hakmem exports besides its hak_* API: the C allocation
- * functions, glibc's and C23's extensions, and every C++ operator new and
- * delete. Each is an alias of a hak_* function (the same code, not a call
+ * functions, glibc's and C23's extensions, glibc's __libc_* names for them
+ * (some programs and preload tools call those to reach "the" allocator, and
+ * free what they get with free), and every C++ operator new and delete. Each is an alias of a hak_* function (the same code, not a call
  * through a wrapper). An alias must stand in the file that defines its
  * function, so this one list is grouped by that file, and each file expands
  * its own group at its end: HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE).
@@ -47,6 +48,12 @@
   X(void *, valloc, (size_t), hak_valloc)                                           \
   X(void *, pvalloc, (size_t), hak_pvalloc)                                         \
   X(size_t, malloc_usable_size, (void *), hak_malloc_usable_size)                   \
+  X(void *, __libc_malloc, (size_t), hak_malloc)                                    \
+  X(void *, __libc_calloc, (size_t, size_t), hak_calloc)                            \
+  X(void *, __libc_realloc, (void *, size_t), hak_realloc)                          \
+  X(void *, __libc_memalign, (size_t, size_t), hak_memalign)                        \
+  X(void *, __libc_valloc, (size_t), hak_valloc)                                    \
+  X(void *, __libc_pvalloc, (size_t), hak_pvalloc)                                  \
   /* operator new / new[]: plain, nothrow, aligned, aligned nothrow */             \
   X(void *, _Znwm, (size_t), hak_new)                                               \
   X(void *, _Znam, (size_t), HAK_NEW_ARRAY)                                         \
@@ -65,6 +72,7 @@
 #define HAK_EXPORTS_FREE(X)                                                         \
   X(void, free, (void *), hak_free)                                                 \
   X(void, cfree, (void *), hak_free)                                                \
+  X(void, __libc_free, (void *), hak_free)                                          \
   X(void, free_sized, (void *, size_t), hak_free_sized)                             \
   X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)     \
   X(void, _ZdlPv, (void *), HAK_DELETE)                                             \

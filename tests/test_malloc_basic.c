@@ -1,7 +1,8 @@
 /* The basic single-threaded contracts: malloc(0) returns distinct freeable
  * pointers, malloc_usable_size covers the request and all of it is writable
- * without touching a neighbour, free(NULL) is a no-op, and a long random mix
- * of every call keeps every live block intact. */
+ * without touching a neighbour, free(NULL) is a no-op, a long random mix
+ * of every call keeps every live block intact, and glibc's __libc_* names
+ * are hakmem's calls too. */
 #include "hak_test.h"
 
 static void malloc_zero_unique(void)
@@ -128,6 +129,43 @@ static void random_operations(void)
         if (live[i].ptr) hak_item_verify_free(live[i]);
 }
 
+#ifdef HAK_TEST_STANDARD_NAMES
+/* glibc exports these; programs and preload tools call them to reach "the"
+ * allocator and free the blocks with free (or the other way round), which
+ * mixed two allocators and stopped at hakmem's foreign-block check. */
+void *__libc_malloc(size_t);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+void *__libc_valloc(size_t);
+void *__libc_pvalloc(size_t);
+void __libc_free(void *);
+
+static void libc_names_are_hakmem(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = __libc_malloc(100);
+    CHECK(p != NULL && malloc_usable_size(p) >= 100);   /* hakmem's: it stops at a foreign block */
+    memset(p, 7, 100);
+    p = __libc_realloc(p, 5000);
+    CHECK(p != NULL && p[0] == 7 && p[99] == 7);
+    free(p);
+    unsigned char *z = __libc_calloc(300, 10);
+    CHECK(z != NULL && malloc_usable_size(z) >= 3000);
+    for (size_t i = 0; i < 3000; i++) CHECKF(z[i] == 0, "__libc_calloc byte %zu is %d", i, z[i]);
+    __libc_free(z);
+    void *a = __libc_memalign(256, 1000), *v = __libc_valloc(10), *pv = __libc_pvalloc(page + 1);
+    CHECK(a != NULL && (uintptr_t)a % 256 == 0 && malloc_usable_size(a) >= 1000);
+    CHECK(v != NULL && (uintptr_t)v % page == 0 && malloc_usable_size(v) >= 10);
+    CHECK(pv != NULL && (uintptr_t)pv % page == 0 && malloc_usable_size(pv) >= 2 * page);
+    __libc_free(a);
+    free(v);
+    __libc_free(pv);
+    __libc_free(malloc(40));
+    __libc_free(NULL);
+}
+#endif
+
 int main(void)
 {
     hak_test_begin("test_malloc_basic");
@@ -137,5 +175,8 @@ int main(void)
     RUN_CASE(usable_size_powers_of_two_and_neighbours);
     RUN_CASE(same_size_blocks_do_not_overlap);
     RUN_CASE(random_operations);
+#ifdef HAK_TEST_STANDARD_NAMES
+    RUN_CASE(libc_names_are_hakmem);
+#endif
     return 0;
 }
