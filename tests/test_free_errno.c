@@ -14,12 +14,7 @@
  * (cleanup before reporting), must see the failed call's errno. */
 #include "hak_test.h"
 
-#include <stddef.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
+#include "hak_seccomp.h"
 
 #define SENTINEL 1789   /* not an errno any call here sets */
 
@@ -118,47 +113,12 @@ static void free_keeps_errno(void)
 
 /* ---- the OS refusing, by a seccomp filter -------------------------------- */
 
-#if defined(__x86_64__)
-#define AUDIT_ARCH_HERE AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
-#endif
-
-/* In every thread of the process: madvise(MADV_DONTNEED or MADV_FREE)
- * fails with EINVAL (as on locked memory), munmap with ENOMEM (as at the
- * map limit). False where no filter can be set. */
-static bool refuse_purges_and_unmaps(void)
-{
-#if defined(AUDIT_ARCH_HERE) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_HERE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_munmap, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* the advice: the low half of the third argument (little-endian) */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_FREE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-    };
-    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-    return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0;
-#else
-    return false;
-#endif
-}
-
 enum { NO_FILTER = 77 };
 
 static void refused_child(void)
 {
-    if (!refuse_purges_and_unmaps()) _exit(NO_FILTER);
+    const char *why;
+    if (!hak_refuse_purges(true, &why)) _exit(NO_FILTER);
     free_all_kinds("madvise and munmap refused");
     free_all_kinds_from_another_thread("another thread's, madvise and munmap refused");
     _exit(0);

@@ -16,13 +16,8 @@
  * which ctest reports as a skip (SKIP_RETURN_CODE), only when neither could
  * run. */
 #include "hak_test.h"
-#include <stddef.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
+#include "hak_seccomp.h"
 
 enum { SKIPPED = 77 };   /* SKIP_RETURN_CODE in tests/CMakeLists.txt */
 
@@ -92,46 +87,13 @@ static void run_cases(void)
 
 /* ---- the two ways to make purges fail ------------------------------------ */
 
-#if defined(__x86_64__)
-#define AUDIT_ARCH_HERE AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define AUDIT_ARCH_HERE AUDIT_ARCH_AARCH64
-#endif
-
-/* madvise(MADV_DONTNEED) and madvise(MADV_FREE) fail with EINVAL, as on
- * locked memory, in every thread of the process (the purger's too); other
- * advice and other calls are left alone. False where it cannot be set. */
+/* madvise refused by a filter (hak_seccomp.h); munmap left alone. */
 static bool refuse_purges_by_seccomp(void)
 {
-#if defined(AUDIT_ARCH_HERE) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_HERE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* the advice: the low half of the third argument (little-endian) */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_FREE, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EINVAL),
-    };
-    struct sock_fprog prog = { sizeof code / sizeof code[0], code };
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        printf("SKIP: prctl(PR_SET_NO_NEW_PRIVS): %s\n", strerror(errno));
-        return false;
-    }
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
-        printf("SKIP: seccomp filter not permitted here (%s)\n", strerror(errno));
-        return false;
-    }
-    return true;
-#else
-    printf("SKIP: no seccomp filter for this architecture in the test\n");
+    const char *why;
+    if (hak_refuse_purges(false, &why)) return true;
+    printf("SKIP: %s\n", why);
     return false;
-#endif
 }
 
 /* Where locked memory is limited (no CAP_IPC_LOCK, a finite
