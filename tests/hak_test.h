@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -561,11 +562,25 @@ static inline hak_child_report hak_run_in_child(void (*fn)(void))
         _exit(0);
     }
     close(fds[1]);
+    /* Read until the child's stderr closes, or 60 s have passed: a hung
+     * child (or one whose threads hold the pipe open) is then described,
+     * killed and reported by hak_wait_child, not waited for. */
+    double deadline = hak_now_ms() + 60 * 1000.0;
     size_t used = 0;
-    ssize_t got;
-    while ((got = read(fds[0], r.text + used, sizeof r.text - 1 - used)) > 0) used += (size_t)got;
+    for (;;) {
+        struct pollfd in = { fds[0], POLLIN, 0 };
+        double left = deadline - hak_now_ms();
+        if (left <= 0) break;
+        int ready = poll(&in, 1, (int)left + 1);
+        if (ready < 0) continue;   /* a signal: look again */
+        if (ready == 0) break;
+        ssize_t got = read(fds[0], r.text + used, sizeof r.text - 1 - used);
+        if (got <= 0) break;
+        used += (size_t)got;
+    }
     close(fds[0]);
-    r.status = hak_wait_child(pid, 60);
+    double left = deadline - hak_now_ms();
+    r.status = hak_wait_child(pid, left > 0 ? (int)(left / 1000) + 1 : 0);
     for (const char *line = r.text; *line;) {
         int len = (int)strcspn(line, "\n");
         printf("     child stderr: %.*s\n", len, line);
