@@ -46,10 +46,13 @@ void *hak_os_alloc_aligned(size_t size, size_t align) {
 
 /* free() reaches here and the purge below, and must leave errno as it was
  * (POSIX): munmap fails with ENOMEM when it would split a mapping at
- * vm.max_map_count, madvise with EINVAL on locked memory. */
+ * vm.max_map_count, madvise with EINVAL on locked memory. Warned once, as
+ * the purge: a process at its map limit fails every unmap, one per free. */
 void hak_os_free(void *p, size_t size) {
+  static _Atomic(bool) warned;
   int saved = errno;
-  if (munmap(p, size) != 0) hak_message("hakmem: warning: munmap(%p, %zu) failed (errno %d)\n", p, size, errno);
+  if (munmap(p, size) != 0 && !atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+    hak_message("hakmem: warning: munmap(%p, %zu) failed (errno %d); its address space stays taken\n", p, size, errno);
   errno = saved;
 }
 
