@@ -9,10 +9,9 @@
 
 static HAK_NOINLINE void *malloc_slow(size_t size, hak_heap_t *heap, bool zero);
 
-/* Take a block from a page's free list, or NULL if it has none. */
+/* Take a block from a page whose free list has one. */
 static inline void *page_pop(hak_page_t *page) {
   hak_block_t *b = page->free;
-  if (hak_unlikely(b == NULL)) return NULL;
   page->free = hak_block_next(page, b);
   hak_page_used_inc(page);
   b->free_tag = 0;

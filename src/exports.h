@@ -1,8 +1,9 @@
 /* Every name hakmem exports besides its hak_* API: the C allocation
  * functions, glibc's and C23's extensions, glibc's __libc_* names for them
  * (some programs and preload tools call those to reach "the" allocator, and
- * free what they get with free), and every C++ operator new and delete. Each is an alias of a hak_* function (the same code, not a call
- * through a wrapper). An alias must stand in the file that defines its
+ * free what they get with free), and every C++ operator new and delete.
+ * Each is an alias of a hak_* function (the same code, not a call through a
+ * wrapper). An alias must stand in the file that defines its
  * function, so this one list is grouped by that file, and each file expands
  * its own group at its end: HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE).
  *
