@@ -41,20 +41,23 @@ static void blocks_come_from_the_direct_page(void) {
   CHECKF(owned_by(page, heap), "the only page of its class is kept");
 }
 
-/* Fill a whole page; return its blocks in `out` (reserved of them). */
-static hak_page_t *fill_page(void **out, size_t *count) {
-  void *first = hak_malloc(SIZE);
+/* Fill a whole page of `size` blocks; return its blocks in `out`
+ * (reserved of them). */
+static hak_page_t *fill_page_of(size_t size, void **out, size_t *count) {
+  void *first = hak_malloc(size);
   hak_page_t *page = page_of(first);
   size_t n = 0;
   out[n++] = first;
   while (page->used < page->reserved) {
-    void *p = hak_malloc(SIZE);
+    void *p = hak_malloc(size);
     CHECKF(page_of(p) == page, "fills the current page first");
     out[n++] = p;
   }
   *count = n;
   return page;
 }
+
+static hak_page_t *fill_page(void **out, size_t *count) { return fill_page_of(SIZE, out, count); }
 
 static void *blocks[1 << 16];
 
@@ -130,6 +133,98 @@ static void abandoned_pages_are_pulled_by_allocating_threads(void) {
   for (size_t i = 2; i < n; i++) hak_free(blocks[i]);
   pthread_barrier_wait(&done);
   pthread_join(idle, NULL);
+}
+
+/* Which published page an allocating thread adopts (owner.c): of the full
+ * pages a living thread gave up, the fullest of the first few (so sparse
+ * ones drain); of pages of exited threads, the oldest (their blocks are
+ * freed by whoever holds them, and the emptied pages are refilled first).
+ * Classes nothing else here uses, so the queues hold only these pages. */
+enum { LIVING_SIZE = 208, EXITED_SIZE = 240 };
+enum { LIVING_PAGES = 3 };
+static void *living[LIVING_PAGES][1024];
+static size_t living_n[LIVING_PAGES];
+static pthread_barrier_t pages_ready, may_exit;
+
+static void *fill_pages_and_idle(void *arg) {
+  (void)arg;
+  own_heap();
+  for (int i = 0; i < LIVING_PAGES; i++) fill_page_of(LIVING_SIZE, living[i], &living_n[i]);
+  void *extra = hak_malloc(LIVING_SIZE);   /* a new page: the last full one is given up too */
+  pthread_barrier_wait(&pages_ready);
+  pthread_barrier_wait(&may_exit);
+  hak_free(extra);
+  return NULL;
+}
+
+typedef struct { size_t count; void *blocks[64]; pthread_barrier_t held, leave; } holder_t;
+
+static void *hold_blocks_and_exit(void *arg) {
+  holder_t *h = arg;
+  own_heap();
+  for (size_t i = 0; i < h->count; i++) h->blocks[i] = hak_malloc(EXITED_SIZE);
+  pthread_barrier_wait(&h->held);
+  pthread_barrier_wait(&h->leave);
+  return NULL;   /* its page, with room, is published at exit */
+}
+
+static void *adopt_one(void *arg) {
+  own_heap();
+  *(void **)arg = hak_malloc(*(size_t *)arg);
+  return NULL;
+}
+
+static hak_page_t *page_adopted_for(size_t size) {
+  union { size_t size; void *block; } io = { .size = size };
+  pthread_t t;
+  pthread_create(&t, NULL, adopt_one, &io);
+  pthread_join(t, NULL);
+  hak_page_t *page = page_of(io.block);
+  hak_free(io.block);
+  return page;
+}
+
+static void adoption_takes_the_fullest_of_living_and_the_oldest_of_exited(void) {
+  /* A living thread's full pages, published sparse first, then nearly
+   * full, then half full: the nearly full one is adopted. */
+  pthread_t idle;
+  pthread_barrier_init(&pages_ready, NULL, 2);
+  pthread_barrier_init(&may_exit, NULL, 2);
+  pthread_create(&idle, NULL, fill_pages_and_idle, NULL);
+  pthread_barrier_wait(&pages_ready);
+  size_t keep[LIVING_PAGES] = { 4, living_n[1] - 1, living_n[2] / 2 };
+  for (int i = 0; i < LIVING_PAGES; i++) {
+    CHECKF(living_n[i] >= 32, "a page of many blocks (%zu)", living_n[i]);
+    for (size_t j = keep[i]; j < living_n[i]; j++) hak_free(living[i][j]);
+    CHECKF(xstate(page_of(living[i][0])) == HAK_XSTATE_PUBLISHED, "page %d published", i);
+  }
+  CHECKF(page_adopted_for(LIVING_SIZE) == page_of(living[1][0]), "the fullest candidate is adopted");
+  for (int i = 0; i < LIVING_PAGES; i++)
+    for (size_t j = 0; j < keep[i]; j++) hak_free(living[i][j]);
+  pthread_barrier_wait(&may_exit);
+  pthread_join(idle, NULL);
+
+  /* Two threads exit, the first with fewer blocks left in its page: its
+   * page is adopted, though the other's is fuller. */
+  static holder_t first = { .count = 4 }, second = { .count = 40 };
+  holder_t *holders[] = { &first, &second };
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) {   /* both hold their blocks at once: two pages */
+    pthread_barrier_init(&holders[i]->held, NULL, 2);
+    pthread_barrier_init(&holders[i]->leave, NULL, 2);
+    pthread_create(&threads[i], NULL, hold_blocks_and_exit, holders[i]);
+    pthread_barrier_wait(&holders[i]->held);
+  }
+  hak_page_t *older = page_of(first.blocks[0]), *fuller = page_of(second.blocks[0]);
+  CHECKF(older != fuller, "two pages");
+  for (int i = 0; i < 2; i++) {   /* the first exits first: its page is queued first */
+    pthread_barrier_wait(&holders[i]->leave);
+    pthread_join(threads[i], NULL);
+  }
+  CHECKF(xstate(older) == HAK_XSTATE_PUBLISHED && xstate(fuller) == HAK_XSTATE_PUBLISHED, "both published at exit");
+  CHECKF(page_adopted_for(EXITED_SIZE) == older, "the oldest is adopted, not the fullest");
+  for (int i = 0; i < 2; i++)
+    for (size_t j = 0; j < holders[i]->count; j++) hak_free(holders[i]->blocks[j]);
 }
 
 static void free_block_twice(void) {
@@ -351,6 +446,7 @@ int main(void) {
   RUN_CASE(blocks_come_from_the_direct_page);
   RUN_CASE(remote_frees_are_gathered_by_the_owner);
   RUN_CASE(abandoned_pages_are_pulled_by_allocating_threads);
+  RUN_CASE(adoption_takes_the_fullest_of_living_and_the_oldest_of_exited);
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
   RUN_CASE(own_abandoned_page_is_taken_back);
