@@ -173,23 +173,33 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
   return false;
 }
 
-/* Pages of a class tried per adoption, the fullest kept. Adopting the
- * fullest lets sparse pages drain: left alone, their blocks only get freed,
- * until they are empty and go back to the arena. Adopting in queue order
- * keeps every page of a producer/consumer pattern equally half full for
- * ever (16 producers whose blocks one thread frees: 1.8x the live set).
- * The first candidate is taken instead
- * - from pages of fewer than HAK_ADOPT_FULLEST_BLOCKS blocks: the fullest
- *   of those has one or two blocks free, so its adopter was back for
- *   another after as many mallocs (larson with 8-32 KiB blocks spent 6% of
- *   its time so, and carved 1.5 times as many fresh pages);
- * - when it is an exited thread's page: those are emptied by whoever frees
- *   their blocks (a respawned worker, its predecessor's), not by being left
- *   alone, and queue order (oldest first: most frees gathered) refills the
- *   emptied ones before pages still full of live blocks, where the fullest
- *   kept both resident (respawn: peak RSS 18.8 MiB, now 14.5). */
+/* Pages of a class tried per adoption, and which one is kept:
+ * - the fullest, of the full pages living threads gave up: adopting the
+ *   fullest lets sparse pages drain (left alone, their blocks only get
+ *   freed, until they are empty and go back to the arena), where adopting
+ *   in queue order keeps every page of a producer/consumer pattern equally
+ *   half full for ever (16 producers whose blocks one thread frees: 1.8x
+ *   the live set);
+ * - the emptiest, of exited threads' pages: those are emptied by whoever
+ *   frees their blocks (a respawned worker, its predecessor's), not by
+ *   being left alone, so the ones emptied already are refilled, and pages
+ *   still full of live blocks wait for their frees (respawn's peak RSS:
+ *   18.8 MiB with the fullest, 14.3 with the first, 13.2 with the emptiest);
+ * - the first, of pages of fewer than HAK_ADOPT_FULLEST_BLOCKS blocks: the
+ *   fullest of those has one or two blocks free, so its adopter was back
+ *   for another after as many mallocs (larson with 8-32 KiB blocks spent
+ *   6% of its time so, and carved 1.5 times as many fresh pages).
+ * The first page popped tells which kind the queue holds now. */
 #define HAK_ADOPT_CANDIDATES 4
 #define HAK_ADOPT_FULLEST_BLOCKS 32
+
+typedef enum { ADOPT_FULLEST, ADOPT_EMPTIEST, ADOPT_FIRST } adopt_rule_t;
+
+static adopt_rule_t adopt_rule(const hak_page_t *first) {
+  if (first->reserved < HAK_ADOPT_FULLEST_BLOCKS) return ADOPT_FIRST;
+  if (HAK_OWNER_HEAP(hak_page_owner(first)) == HAK_OWNER_ABANDONED) return ADOPT_EMPTIEST;   /* no last owner */
+  return ADOPT_FULLEST;
+}
 
 /* Blocks still live in a published page, read without adopting it (so
  * the pages not kept are not touched): its `used` is settled, written by
@@ -209,18 +219,26 @@ static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
 }
 
 /* Adopt a published page of `bin`: of up to HAK_ADOPT_CANDIDATES, the one
- * with the most live blocks; the others go back to the queue as they are,
- * and an empty one back to its arena (unless it is all there is). NULL if
- * none. */
+ * the rule keeps; the others go back to the queue as they are. Taking the
+ * fullest, an empty candidate goes back to its arena (unless it is all
+ * there is); taking the emptiest, it is the one kept. NULL if none. */
 hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
   hak_page_t *best = NULL, *empty = NULL, *page;
   size_t best_live = 0;
-  int candidates = HAK_ADOPT_CANDIDATES;
-  for (int i = 0; i < candidates && (page = reclaim_pop(bin)) != NULL; i++) {
-    if (i == 0 && (page->reserved < HAK_ADOPT_FULLEST_BLOCKS || HAK_OWNER_HEAP(hak_page_owner(page)) == HAK_OWNER_ABANDONED))
-      candidates = 1;   /* few blocks, or an exited thread's page: the first */
+  adopt_rule_t rule = ADOPT_FULLEST;
+  for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
+    if (i == 0) rule = adopt_rule(page);
     size_t live = published_live(page);
-    if (live == 0 && empty == NULL) {
+    if (rule != ADOPT_FULLEST) {
+      if (best == NULL || live < best_live) {
+        if (best != NULL) reclaim_push(best);
+        best = page;
+        best_live = live;
+      } else {
+        reclaim_push(page);
+      }
+      if (rule == ADOPT_FIRST || live == 0) break;
+    } else if (live == 0 && empty == NULL) {
       empty = page;
     } else if (live == 0) {
       free_published_empty(heap, page);
@@ -231,7 +249,7 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
     } else {
       reclaim_push(page);
     }
-    if (best != NULL && best_live >= (size_t)(best->reserved - best->reserved / 4)) break;   /* full enough */
+    if (rule == ADOPT_FULLEST && best != NULL && best_live >= (size_t)(best->reserved - best->reserved / 4)) break;   /* full enough */
   }
   if (best == NULL) best = empty;
   else if (empty != NULL) free_published_empty(heap, empty);

@@ -137,8 +137,9 @@ static void abandoned_pages_are_pulled_by_allocating_threads(void) {
 
 /* Which published page an allocating thread adopts (owner.c): of the full
  * pages a living thread gave up, the fullest of the first few (so sparse
- * ones drain); of pages of exited threads, the oldest (their blocks are
- * freed by whoever holds them, and the emptied pages are refilled first).
+ * ones drain); of pages of exited threads, the emptiest of the first few
+ * (their blocks are freed by whoever holds them, and the emptied pages are
+ * refilled first).
  * Classes nothing else here uses, so the queues hold only these pages. */
 enum { LIVING_SIZE = 208, EXITED_SIZE = 240 };
 enum { LIVING_PAGES = 3 };
@@ -184,7 +185,7 @@ static hak_page_t *page_adopted_for(size_t size) {
   return page;
 }
 
-static void adoption_takes_the_fullest_of_living_and_the_oldest_of_exited(void) {
+static void adoption_takes_the_fullest_of_living_and_the_emptiest_of_exited(void) {
   /* A living thread's full pages, published sparse first, then nearly
    * full, then half full: the nearly full one is adopted. */
   pthread_t idle;
@@ -204,9 +205,9 @@ static void adoption_takes_the_fullest_of_living_and_the_oldest_of_exited(void) 
   pthread_barrier_wait(&may_exit);
   pthread_join(idle, NULL);
 
-  /* Two threads exit, the first with fewer blocks left in its page: its
-   * page is adopted, though the other's is fuller. */
-  static holder_t first = { .count = 4 }, second = { .count = 40 };
+  /* Two threads exit, the second with fewer blocks left in its page: its
+   * page is adopted, though the other's is older. */
+  static holder_t first = { .count = 40 }, second = { .count = 4 };
   holder_t *holders[] = { &first, &second };
   pthread_t threads[2];
   for (int i = 0; i < 2; i++) {   /* both hold their blocks at once: two pages */
@@ -215,14 +216,14 @@ static void adoption_takes_the_fullest_of_living_and_the_oldest_of_exited(void) 
     pthread_create(&threads[i], NULL, hold_blocks_and_exit, holders[i]);
     pthread_barrier_wait(&holders[i]->held);
   }
-  hak_page_t *older = page_of(first.blocks[0]), *fuller = page_of(second.blocks[0]);
-  CHECKF(older != fuller, "two pages");
+  hak_page_t *older = page_of(first.blocks[0]), *emptier = page_of(second.blocks[0]);
+  CHECKF(older != emptier, "two pages");
   for (int i = 0; i < 2; i++) {   /* the first exits first: its page is queued first */
     pthread_barrier_wait(&holders[i]->leave);
     pthread_join(threads[i], NULL);
   }
-  CHECKF(xstate(older) == HAK_XSTATE_PUBLISHED && xstate(fuller) == HAK_XSTATE_PUBLISHED, "both published at exit");
-  CHECKF(page_adopted_for(EXITED_SIZE) == older, "the oldest is adopted, not the fullest");
+  CHECKF(xstate(older) == HAK_XSTATE_PUBLISHED && xstate(emptier) == HAK_XSTATE_PUBLISHED, "both published at exit");
+  CHECKF(page_adopted_for(EXITED_SIZE) == emptier, "the emptiest is adopted, not the oldest or the fullest");
   for (int i = 0; i < 2; i++)
     for (size_t j = 0; j < holders[i]->count; j++) hak_free(holders[i]->blocks[j]);
 }
@@ -446,7 +447,7 @@ int main(void) {
   RUN_CASE(blocks_come_from_the_direct_page);
   RUN_CASE(remote_frees_are_gathered_by_the_owner);
   RUN_CASE(abandoned_pages_are_pulled_by_allocating_threads);
-  RUN_CASE(adoption_takes_the_fullest_of_living_and_the_oldest_of_exited);
+  RUN_CASE(adoption_takes_the_fullest_of_living_and_the_emptiest_of_exited);
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
   RUN_CASE(own_abandoned_page_is_taken_back);
