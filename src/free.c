@@ -313,8 +313,24 @@ void hak_free(void *p) {
 }
 
 #if HAKMEM_SECURE
-/* A block leaving the quarantine (checked when it entered) takes the fast path. */
-void hak_free_released(void *p, hak_heap_t *heap) { free_block(p, heap); }
+/* A block leaving the quarantine takes the fast path, with less to check:
+ * it is the start of a block of an arena segment (live and exactly found
+ * when it entered, secure.c: aligned, giant and huge blocks skip the
+ * quarantine), so its segment is found by masking, and a one-slice page
+ * this heap owns needs no block check; and its second word held the
+ * quarantine's tag (checked as it left), not the free tag. */
+void hak_free_released(void *p, hak_heap_t *heap) {
+  hak_page_t *page = hak_segment_of(p)->slices[hak_slice_of(p)].page;
+  hak_block_t *b = p;
+  if (hak_likely(hak_page_owned_by(page, heap) && page->slice_count == 1)) {
+    b->free_tag = hak_free_tag(page);
+    link_local(page, b);
+    release_local(heap, page);
+    return;
+  }
+  b->free_tag = 0;   /* not a quarantine tag any more: a large block's memory is handed out as it is */
+  hak_free_generic(p, heap);
+}
 
 /* C++ operator delete, each form checked against the operator new that
  * allocated the block (secure.h: allocation families). The size and

@@ -487,14 +487,11 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
   }
   uint64_t diff = x[0] | x[1];
   if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
-  /* Not a quarantine tag any more: a large block's memory is handed out
-   * again as it is (page blocks get their free tag). */
   if (hak_unlikely(hak_option(HAK_OPT_ZERO_ON_FREE))) {
     release_zeroed(heap, p, usable);
     return;
   }
-  ((uintptr_t *)p)[1] = 0;
-  hak_free_released(p, heap);
+  hak_free_released(p, heap);   /* (which replaces the quarantine tag) */
 }
 
 static void quarantine_evict(hak_heap_t *heap) {
