@@ -264,6 +264,10 @@ typedef struct hak_page_s {
 #if HAKMEM_SECURE
   uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
                                             page_init; read by any thread pushing a remote free */
+  uint32_t check_recip, check_bound;     /* page: a copy of its slice's recip and bound (hak_slice_t) for
+                                            the link checks, 0 unless one slice (secure.h). Written with
+                                            them (page.c), and 0 at page_init; read by the owner and the
+                                            purger walking held lists: __atomic, relaxed */
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
                                             slice of a large block. Written and read by the thread that took the

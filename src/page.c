@@ -72,12 +72,20 @@ static void page_update_check(hak_page_t *page) {
   hak_slice_t *check = page_check(page), want = hak_slice_check_for(page->block_size, page->capacity);
   __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
+#if HAKMEM_SECURE
+  __atomic_store_n(&page->check_recip, want.recip, __ATOMIC_RELAXED);
+  __atomic_store_n(&page->check_bound, want.bound, __ATOMIC_RELAXED);
+#endif
 }
 
 static void page_clear_check(hak_page_t *page) {
   hak_slice_t *check = page_check(page);
   __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
+#if HAKMEM_SECURE
+  __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
+#endif
 }
 
 void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
@@ -222,6 +230,9 @@ bool hak_page_is_valid(const hak_page_t *page) {
   if (count + hak_page_used(page) != page->capacity) return false;
   const hak_segment_t *seg = hak_segment_of(page);
   const hak_slice_t *check = &seg->slices[page - seg->pages];
+#if HAKMEM_SECURE
+  if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
+#endif
   if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
   hak_slice_t want = hak_slice_check_for(page->block_size, page->capacity);
   return check->recip == want.recip && check->bound == want.bound;

@@ -106,7 +106,11 @@ static uint64_t random_next(void) {
 
 /* ------------------------------------------------------------ pages */
 
-void hak_secure_page_init(hak_page_t *page) { page->secret = random_next(); }
+void hak_secure_page_init(hak_page_t *page) {
+  page->secret = random_next();
+  __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);   /* until page_update_check, one slice */
+  __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
+}
 
 HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b) {
   hak_fatal("free list corrupted at free block %p (page at %p): a use-after-free write or an overflow",

@@ -46,17 +46,20 @@ static inline uintptr_t hak_link_encode(const hak_page_t *page, const hak_block_
 HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b);
 
 /* The next block of a free list, checked: NULL or a carved block of the
- * page (exact for one-slice pages, through hak_block_check). b is a block
- * of the page (a list's head is in the page descriptor, and each link
- * after it was checked), so in a one-slice page next must lie in b's slice. */
+ * page (exact for one-slice pages, through the page's copy of its slice's
+ * hak_block_check data, which is 0 in a page of several slices). b is a
+ * block of the page (a list's head is in the page descriptor, and each
+ * link after it was checked), so in a one-slice page next must lie in b's
+ * slice. */
 static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
   hak_block_t *next = (hak_block_t *)((uintptr_t)b->next ^ page->secret ^ (uintptr_t)&b->next);
   if (next == NULL) return NULL;
-  bool ok;
-  if (page->slice_count == 1) {
-    ok = (((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
-         hak_block_check(&hak_segment_of(b)->slices[hak_slice_of(b)], next);
-  } else {
+  if (hak_likely((((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
+                 (uint32_t)(uint16_t)(uintptr_t)next * __atomic_load_n(&page->check_recip, __ATOMIC_RELAXED) <
+                     __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED)))
+    return next;
+  bool ok = false;
+  if (page->slice_count != 1) {
     size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
     ok = offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
          offset % page->block_size == 0;   /* (the purger walks held lists while the owner carves) */
