@@ -406,12 +406,15 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
   __asm__("" : "+r"(n));   /* (else the compiler branches on slack < 8 below) */
-  uint64_t first, second, mask_first, mask_second;
-  memcpy(&first, pattern, 8);
-  memcpy(&second, pattern_second(pattern, end), 8);
-  memcpy(&mask_first, pattern_masks + CANARY_PATTERN - n, 8);
-  memcpy(&mask_second, pattern_masks + CANARY_PATTERN + 8 - n, 8);
-  if (hak_unlikely((((first ^ CANARY_WORD) & mask_first) | ((second ^ CANARY_WORD) & mask_second)) != 0))
+  /* Both words in one vector, masked (the masks' 0 bytes are not pattern
+   * bytes) and compared with the pattern. */
+  typedef uint64_t words_t __attribute__((vector_size(16)));
+  words_t words, pmask;
+  memcpy(&words[0], pattern, 8);
+  memcpy(&words[1], pattern_second(pattern, end), 8);
+  memcpy(&pmask, pattern_masks + CANARY_PATTERN - n, 16);
+  words_t diff = (words ^ (words_t){ CANARY_WORD, CANARY_WORD }) & pmask;
+  if (hak_unlikely((diff[0] | diff[1]) != 0))
     pattern_differs(op, p, size, slack);
   return size;
 }
@@ -421,7 +424,7 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
 #define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
 #define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
 
-static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.k1 ^ 0x5175617261ULL; }
+static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.k1; }
 
 /* Quarantined blocks start at their block, so their second word is theirs
  * (a block inside its block, from an aligned allocation, skips quarantine). */
