@@ -362,14 +362,12 @@ static HAK_NOINLINE void *aligned_nothrow_retry(const char *symbol, size_t size,
 #define NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
 #define NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
 
-HAK_INTERNAL void *hak_new(size_t size) {
-  void *p = hak_secure_new(size, HAK_FAMILY_NEW);
-  return hak_likely(p != NULL) ? p : hak_secure_set_family(new_retry(size, HAK_ALIGN), HAK_FAMILY_NEW);
+/* The throwing forms' slow path, when it found no memory (secure.c). */
+void *hak_new_failed(size_t size, unsigned family) {
+  return hak_secure_set_family(new_retry(size, HAK_ALIGN), family);
 }
-HAK_INTERNAL void *hak_new_array(size_t size) {
-  void *p = hak_secure_new(size, HAK_FAMILY_NEW_ARRAY);
-  return hak_likely(p != NULL) ? p : hak_secure_set_family(new_retry(size, HAK_ALIGN), HAK_FAMILY_NEW_ARRAY);
-}
+HAK_INTERNAL void *hak_new(size_t size) { return hak_secure_new_throwing(size, HAK_FAMILY_NEW); }
+HAK_INTERNAL void *hak_new_array(size_t size) { return hak_secure_new_throwing(size, HAK_FAMILY_NEW_ARRAY); }
 HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
   void *p = hak_secure_new(size, HAK_FAMILY_NEW);
   return hak_likely(p != NULL) ? p : nothrow_retry(NEW_NOTHROW, size, tag);

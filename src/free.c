@@ -319,6 +319,14 @@ void hak_free(void *p) {
  * quarantine), so its segment is found by masking, and a one-slice page
  * this heap owns needs no block check; and its second word held the
  * quarantine's tag (checked as it left), not the free tag. */
+/* C++ operator delete, each form checked against the operator new that
+ * allocated the block (secure.h: allocation families). The size and
+ * alignment arguments are ignored, as hak_free ignores them (exports.h). */
+void hak_delete(void *p) { hak_secure_delete(p); }
+void hak_delete_array(void *p) { hak_secure_delete_array(p); }
+void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
+void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
+
 void hak_free_released(void *p, hak_heap_t *heap) {
   hak_page_t *page = hak_segment_of(p)->slices[hak_slice_of(p)].page;
   hak_block_t *b = p;
@@ -331,14 +339,6 @@ void hak_free_released(void *p, hak_heap_t *heap) {
   b->free_tag = 0;   /* not a quarantine tag any more: a large block's memory is handed out as it is */
   hak_free_generic(p, heap);
 }
-
-/* C++ operator delete, each form checked against the operator new that
- * allocated the block (secure.h: allocation families). The size and
- * alignment arguments are ignored, as hak_free ignores them (exports.h). */
-void hak_delete(void *p) { hak_secure_free(p, HAK_OP_DELETE); }
-void hak_delete_array(void *p) { hak_secure_free(p, HAK_OP_DELETE_ARRAY); }
-void hak_delete_aligned(void *p) { hak_secure_free(p, HAK_OP_DELETE_ALIGNED); }
-void hak_delete_array_aligned(void *p) { hak_secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED); }
 #endif
 
 /* ------------------------------------------------------------ sized free */

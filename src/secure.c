@@ -561,8 +561,16 @@ static HAK_NOINLINE void *secure_alloc_slow(size_t size, unsigned family) {
   return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, family);
 }
 
-/* (The slow path out of line: the fast one then keeps no registers.) */
-static inline void *secure_alloc(size_t size, unsigned family) {
+/* The throwing operator new and new[]: as malloc, but a failure goes on
+ * to the new handler, or bad_alloc (alloc.c). */
+static HAK_NOINLINE void *secure_new_slow(size_t size, unsigned family) {
+  void *p = secure_alloc_slow(size, family);
+  return hak_likely(p != NULL) ? p : hak_new_failed(size, family);
+}
+
+/* (The slow path out of line: the fast one then keeps no registers.)
+ * throwing: operator new's (its slow path calls the new handler). */
+static inline __attribute__((always_inline)) void *secure_alloc(size_t size, unsigned family, bool throwing) {
   hak_heap_t *heap = hak_heap_get();
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
     hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
@@ -574,13 +582,15 @@ static inline void *secure_alloc(size_t size, unsigned family) {
       return canary_write(b, page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
     }
   }
-  return secure_alloc_slow(size, family);
+  return throwing ? secure_new_slow(size, family) : secure_alloc_slow(size, family);
 }
 
-void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALLOC); }
+void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALLOC, false); }
 
-/* operator new and new[] (alloc.c), as malloc. */
-void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, family); }
+/* operator new and new[] (alloc.c): the nothrow forms, as malloc; the
+ * throwing ones, which never return NULL. */
+void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, family, false); }
+void *hak_secure_new_throwing(size_t size, unsigned family) { return secure_alloc(size, family, true); }
 
 /* free, or a form of delete (op). The usual case first: the start of a
  * live block of a one-slice page (as live_block finds it) freed by a
@@ -606,6 +616,12 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
 }
 
 void hak_secure_free(void *p, hak_op_t op) { secure_free(p, op); }
+
+/* Each form of C++ delete (free.c), its op known here. */
+void hak_secure_delete(void *p) { secure_free(p, HAK_OP_DELETE); }
+void hak_secure_delete_array(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY); }
+void hak_secure_delete_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ALIGNED); }
+void hak_secure_delete_array_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED); }
 
 /* free itself, its op known here. */
 void hak_secure_free_plain(void *p) { secure_free(p, HAK_OP_FREE); }

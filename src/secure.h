@@ -96,13 +96,19 @@ typedef enum {
 HAK_INTERNAL void *hak_secure_handout(void *p, size_t size);
 HAK_INTERNAL void *hak_secure_set_family(void *p, unsigned family);
 HAK_INTERNAL void *hak_secure_malloc(size_t size);
-HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);
+HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);            /* the nothrow forms */
+HAK_INTERNAL void *hak_secure_new_throwing(size_t size, unsigned family);   /* the others */
+HAK_INTERNAL void *hak_new_failed(size_t size, unsigned family);            /* alloc.c: new handler, bad_alloc */
 HAK_INTERNAL void  hak_secure_free(void *p, hak_op_t op);
 HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* hak_secure_free(p, HAK_OP_FREE) */
 HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the C++ deletes */
 HAK_INTERNAL void  hak_delete_array(void *p);
 HAK_INTERNAL void  hak_delete_aligned(void *p);
 HAK_INTERNAL void  hak_delete_array_aligned(void *p);
+HAK_INTERNAL void  hak_secure_delete(void *p);             /* theirs, each op known */
+HAK_INTERNAL void  hak_secure_delete_array(void *p);
+HAK_INTERNAL void  hak_secure_delete_aligned(void *p);
+HAK_INTERNAL void  hak_secure_delete_array_aligned(void *p);
 /* The guard page after a large or huge block: `page` made inaccessible
  * (on) or accessible again (off), the OS page right after the block;
  * false if it could not be made inaccessible. */
