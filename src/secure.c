@@ -392,6 +392,24 @@ static HAK_NOINLINE HAK_NORETURN void family_differs(hak_op_t op, const void *p,
   hak_fatal("%s of %p, allocated by %s (alloc-dealloc mismatch)", hak_op_name(op), p, family_names[family]);
 }
 
+/* Whether a block of `family` may be released by op. */
+static inline bool family_fits(hak_op_t op, unsigned family) {
+  return hak_likely(family == op_family(op)) || (op == HAK_OP_USABLE_SIZE && family_names[family] != NULL);
+}
+
+/* canary_check found something wrong with p's canary: what, reported.
+ * (Out of line, from p and its block alone: the checks keep nothing for
+ * it in registers.) */
+static HAK_NOINLINE HAK_NORETURN void canary_failed(hak_op_t op, const void *p, size_t usable) {
+  keys_t ks = keys();
+  trailer_t stored, mask = trailer_encode(ks, p, 0);
+  memcpy(&stored, (const uint8_t *)p + usable - HAK_CANARY_SIZE, sizeof stored);
+  uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
+  if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
+  if (!family_fits(op, family)) family_differs(op, p, family);
+  pattern_differs(op, p, usable - HAK_CANARY_SIZE - slack, slack);
+}
+
 /* The requested size of live block p, whose block has `usable` bytes from
  * p on; reports an overflow, and a block of another family than op's. */
 static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
@@ -399,9 +417,8 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   trailer_t stored, mask = trailer_encode(ks, p, 0);
   memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
   uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
-  if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
-  if (hak_unlikely(family != op_family(op)) && (op != HAK_OP_USABLE_SIZE || family_names[family] == NULL))
-    family_differs(op, p, family);
+  if (hak_unlikely(word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE || !family_fits(op, family)))
+    canary_failed(op, p, usable);
   size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
@@ -414,8 +431,7 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   memcpy(&words[1], pattern_second(pattern, end), 8);
   memcpy(&pmask, pattern_masks + CANARY_PATTERN - n, 16);
   words_t diff = (words ^ (words_t){ CANARY_WORD, CANARY_WORD }) & pmask;
-  if (hak_unlikely((diff[0] | diff[1]) != 0))
-    pattern_differs(op, p, size, slack);
+  if (hak_unlikely((diff[0] | diff[1]) != 0)) canary_failed(op, p, usable);
   return size;
 }
 
@@ -515,8 +531,15 @@ void hak_quarantine_flush(hak_heap_t *heap) {
   while (heap->quarantine.count > 0) quarantine_evict(heap);
 }
 
-/* Into quarantine, which is not full, or p would take it over its bytes. */
+static HAK_NOINLINE void quarantine_put_borrowed(void *p, size_t usable);
+
+/* Into quarantine, which is not full, or p would take it over its bytes;
+ * or the heap is the empty one (whose quarantine stays empty). */
 static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t usable) {
+  if (hak_unlikely(heap == &hak_heap_empty)) {
+    quarantine_put_borrowed(p, usable);
+    return;
+  }
   hak_quarantine_t *q = &heap->quarantine;
   while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
     quarantine_evict(heap);
@@ -543,6 +566,20 @@ static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_
     return;
   }
   quarantine_put_slow(heap, p, usable);
+}
+
+/* A thread with no heap of its own (one that only frees, or past its
+ * heap's exit) borrows one (secure_free's fast path does not ask: the
+ * empty heap's quarantine is never full, so it comes here). */
+static void quarantine_put_borrowed(void *p, size_t usable) {
+  hak_heap_t *heap = hak_heap_thread_init();
+  if (heap == NULL) {
+    if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
+    hak_free_generic(p, &hak_heap_empty);
+    return;
+  }
+  quarantine_put(keys(), heap, p, usable);
+  hak_heap_release(heap);
 }
 
 /* At exit, the main thread's quarantine is checked too. */
@@ -600,12 +637,16 @@ static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
 static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
-    const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
+    /* (the slice's address computed once, for its three fields) */
+    const hak_slice_t *slice = (const hak_slice_t *)((uintptr_t)seg->slices +
+                                                     (((uintptr_t)p >> (HAK_SLICE_SHIFT - 4)) & ((HAK_SLICES - 1) << 4)));
+    _Static_assert(sizeof(hak_slice_t) == 16, "a slice entry is 16 bytes");
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen();
     if (hak_likely(hak_block_check_shared(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
-                   ((const uintptr_t *)p)[1] != quarantine_tag(ks, p) && heap != &hak_heap_empty)) {
+                   ((const uintptr_t *)p)[1] != quarantine_tag(ks, p))) {   /* (a thread with no heap: see
+                                                                                quarantine_put_borrowed) */
       size_t usable = page->block_size;
       canary_check(ks, op, p, usable);
       quarantine_put(ks, heap, p, usable);
