@@ -330,11 +330,18 @@ void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
 void hak_free_released(void *p, hak_heap_t *heap) {
   hak_page_t *page = hak_segment_of(p)->slices[hak_slice_of(p)].page;
   hak_block_t *b = p;
-  if (hak_likely(hak_page_owned_by(page, heap) && page->slice_count == 1)) {
-    b->free_tag = hak_free_tag(page);
-    link_local(page, b);
-    release_local(heap, page);
-    return;
+  if (hak_likely(hak_page_owned_by(page, heap))) {
+    if (hak_likely(page->slice_count == 1)) {
+      b->free_tag = hak_free_tag(page);
+      link_local(page, b);
+      release_local(heap, page);
+      return;
+    }
+    if (page->span_kind == HAK_SPAN_PAGE) {   /* as free_own, without its search */
+      if (page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking)) keep_recent(heap, page, b);
+      else free_local(heap, page, b);
+      return;
+    }
   }
   b->free_tag = 0;   /* not a quarantine tag any more: a large block's memory is handed out as it is */
   hak_free_generic(p, heap);

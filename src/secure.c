@@ -595,7 +595,14 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
  * are counted or tracked), whose block size is at hand; the rest through
  * the generic path. */
 static HAK_NOINLINE void *secure_alloc_slow(size_t size, unsigned family) {
-  return handout_as(hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false), size, family);
+  void *p = hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false);
+  if (p == NULL) return NULL;
+  /* A block start: in a page, its block's size is its usable size (no
+   * need for block_usable's search, and its division). */
+  hak_segment_t *seg = hak_segment_lookup(p);
+  const hak_page_t *page = seg != NULL ? seg->slices[hak_slice_of(p)].page : NULL;
+  if (page != NULL && page->span_kind == HAK_SPAN_PAGE) return canary_write(p, page->block_size, size, family, false);
+  return handout_as(p, size, family);
 }
 
 /* The throwing operator new and new[]: as malloc, but a failure goes on
