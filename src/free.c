@@ -250,13 +250,19 @@ void hak_heap_flush_recent(hak_heap_t *heap) {
   }
 }
 
+/* A checked block of a page this heap owns: a medium one waits in
+ * heap->recent, the rest go onto their page's free list. */
+static inline void free_owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  if (page->slice_count > 1 && page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking))
+    keep_recent(heap, page, b);
+  else free_local(heap, page, b);
+}
+
 /* A free into a page this heap owns, or owned last and abandoned full: a
  * live page of blocks, so hak_page_block_of alone checks p exactly. */
 static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
   if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
-    if (page->slice_count > 1 && page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking))
-      keep_recent(heap, page, (hak_block_t *)p);
-    else free_local(heap, page, (hak_block_t *)p);
+    free_owned_block(heap, page, (hak_block_t *)p);
     return;
   }
   free_searched(p, heap);
@@ -313,12 +319,6 @@ void hak_free(void *p) {
 }
 
 #if HAKMEM_SECURE
-/* A block leaving the quarantine takes the fast path, with less to check:
- * it is the start of a block of an arena segment (live and exactly found
- * when it entered, secure.c: aligned, giant and huge blocks skip the
- * quarantine), so its segment is found by masking, and a one-slice page
- * this heap owns needs no block check; and its second word held the
- * quarantine's tag (checked as it left), not the free tag. */
 /* C++ operator delete, each form checked against the operator new that
  * allocated the block (secure.h: allocation families). The size and
  * alignment arguments are ignored, as hak_free ignores them (exports.h). */
@@ -327,6 +327,12 @@ void hak_delete_array(void *p) { hak_secure_delete_array(p); }
 void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
 void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
 
+/* A block leaving the quarantine takes the fast path, with less to check:
+ * it is the start of a block of an arena segment (live and exactly found
+ * when it entered, secure.c: aligned, giant and huge blocks skip the
+ * quarantine), so its segment is found by masking, and a one-slice page
+ * this heap owns needs no block check; and its second word held the
+ * quarantine's tag (checked as it left), not the free tag. */
 void hak_free_released(void *p, hak_heap_t *heap) {
   hak_page_t *page = hak_segment_of(p)->slices[hak_slice_of(p)].page;
   hak_block_t *b = p;
@@ -338,8 +344,7 @@ void hak_free_released(void *p, hak_heap_t *heap) {
       return;
     }
     if (page->span_kind == HAK_SPAN_PAGE) {   /* as free_own, without its search */
-      if (page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking)) keep_recent(heap, page, b);
-      else free_local(heap, page, b);
+      free_owned_block(heap, page, b);
       return;
     }
   }
