@@ -229,27 +229,20 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
   for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
     if (i == 0) rule = adopt_rule(page);
     size_t live = published_live(page);
-    if (rule != ADOPT_FULLEST) {
-      if (best == NULL || live < best_live) {
-        if (best != NULL) reclaim_push(best);
-        best = page;
-        best_live = live;
-      } else {
-        reclaim_push(page);
-      }
-      if (rule == ADOPT_FIRST || live == 0) break;
-    } else if (live == 0 && empty == NULL) {
-      empty = page;
-    } else if (live == 0) {
-      free_published_empty(heap, page);
-    } else if (best == NULL || live > best_live) {
+    if (rule == ADOPT_FULLEST && live == 0) {
+      if (empty == NULL) empty = page;
+      else free_published_empty(heap, page);
+      continue;
+    }
+    if (best == NULL || (rule == ADOPT_FULLEST ? live > best_live : live < best_live)) {
       if (best != NULL) reclaim_push(best);
       best = page;
       best_live = live;
     } else {
       reclaim_push(page);
     }
-    if (rule == ADOPT_FULLEST && best != NULL && best_live >= (size_t)(best->reserved - best->reserved / 4)) break;   /* full enough */
+    if (rule == ADOPT_FIRST || (rule == ADOPT_EMPTIEST && live == 0)) break;
+    if (rule == ADOPT_FULLEST && best_live >= (size_t)(best->reserved - best->reserved / 4)) break;   /* full enough */
   }
   if (best == NULL) best = empty;
   else if (empty != NULL) free_published_empty(heap, empty);
