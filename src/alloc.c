@@ -243,6 +243,23 @@ size_t hak_good_size(size_t size) {
   return 0;
 }
 
+/* How realloc moves a block of `usable` bytes that must hold `need` (the
+ * secure variant's request, canary included, secure.c). Growing past the
+ * block: take a quarter more than asked (as tcmalloc does), so a buffer
+ * grown by small appends is not copied at every size class on its way up.
+ * A large block growing again gets a mapping of its own (a huge block,
+ * even below HAK_LARGE_MAX): a buffer that keeps growing grows on by
+ * mremap, in place or moving its pages, where a large one would be copied
+ * each time (glibc grows its mmapped chunks the same way). A block that
+ * grows once past the classes stays in the arena, which reuses resident
+ * memory. Not while counting or tracking, which only malloc's own path
+ * does. */
+hak_growth_t hak_realloc_growth(size_t usable, size_t need) {
+  if (need > usable && need - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX) return HAK_GROW_QUARTER;
+  if (need > usable && usable > HAK_MEDIUM_MAX && !hak_tracking && !hak_owner_counted) return HAK_GROW_HUGE;
+  return HAK_GROW_AS_ASKED;
+}
+
 void *hak_realloc(void *p, size_t size) {
 #if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
   return hak_secure_realloc(p, size);
@@ -260,20 +277,10 @@ void *hak_realloc(void *p, size_t size) {
     void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
     if (q != NULL) return q;
   }
-  /* Growing past the block: take a quarter more than asked (as tcmalloc
-   * does), so a buffer grown by small appends is not copied at every size
-   * class on its way up. A large block growing again gets a mapping of its
-   * own (a huge block, even below HAK_LARGE_MAX): a buffer that keeps
-   * growing grows on by mremap, in place or moving its pages, where a
-   * large one would be copied each time (glibc grows its mmapped chunks
-   * the same way). A block that grows once past the classes stays in the
-   * arena, which reuses resident memory. Not while counting or tracking,
-   * which only malloc's own path does. */
   void *q = NULL;
-  if (size > usable && size - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX)
-    q = hak_malloc(usable + usable / 4);
-  else if (size > usable && usable > HAK_MEDIUM_MAX && !hak_tracking && !hak_owner_counted)
-    q = hak_huge_alloc(size, 0, false);
+  hak_growth_t growth = hak_realloc_growth(usable, size);
+  if (growth == HAK_GROW_QUARTER) q = hak_malloc(usable + usable / 4);
+  else if (growth == HAK_GROW_HUGE) q = hak_huge_alloc(size, 0, false);
   if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   if (hak_unlikely(hak_tracking)) hak_track_resize(p, usable, usable);   /* the copy reads past the request */

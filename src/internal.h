@@ -768,6 +768,10 @@ HAK_INTERNAL void hak_purger_init(void);
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap);
+/* realloc's move: a block of the size asked, of a quarter more than the
+ * old block (HAK_GROW_QUARTER), or a huge block of the size asked. */
+typedef enum { HAK_GROW_AS_ASKED, HAK_GROW_QUARTER, HAK_GROW_HUGE } hak_growth_t;
+HAK_INTERNAL hak_growth_t hak_realloc_growth(size_t usable, size_t need);
 
 /* init.c */
 HAK_INTERNAL void hak_process_init(void);

@@ -698,7 +698,7 @@ size_t hak_secure_usable_size(const void *p) {
 
 /* Shrinks and small growth stay in place (with a new canary); the rest
  * moves (the move is what quarantines the old block), with the default
- * build's room to grow (alloc.c, hak_realloc), but for a huge block too
+ * build's room to grow (alloc.c, hak_realloc_growth), but for a huge block too
  * large for the quarantine, which is resized as the default build does
  * (mremap, its guard page moved to its new end). */
 void *hak_secure_realloc(void *p, size_t size) {
@@ -714,9 +714,10 @@ void *hak_secure_realloc(void *p, size_t size) {
     if (q != NULL) return hak_secure_handout(q, size);
   }
   void *q = NULL;
-  if (need > usable && need - usable < usable / 4 && usable + usable / 4 <= HAK_MEDIUM_MAX)
+  hak_growth_t growth = hak_realloc_growth(usable, need);
+  if (growth == HAK_GROW_QUARTER)
     q = handout_as(hak_malloc_generic(usable + usable / 4, hak_heap_get(), false), size, HAK_FAMILY_MALLOC);
-  else if (need > usable && usable > HAK_MEDIUM_MAX && !hak_tracking && !hak_owner_counted)
+  else if (growth == HAK_GROW_HUGE)
     q = handout_as(hak_huge_alloc(need, 0, false), size, HAK_FAMILY_MALLOC);
   if (q == NULL) q = hak_secure_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
