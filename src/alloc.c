@@ -54,12 +54,16 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
     if (size <= HAK_SMALL_MAX) p = page_pop_fast(heap->direct[hak_direct_index(size)], heap);
     else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
       size_t bin = hak_bin_of(size);
-      hak_block_t *b = heap->recent[bin];
-      if (b != NULL) {   /* still in this core's cache, likely */
-        if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
-        heap->recent[bin] = NULL;
-        b->free_tag = 0;
-        return b;
+      if (hak_bin_has_recent(bin)) {
+        hak_recent_t *r = &heap->recent[bin - HAK_RECENT_FIRST];
+        if (r->count > 0) {   /* still in this core's cache, likely */
+          if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
+          hak_block_t *b = r->slot[r->top];
+          r->top = (uint8_t)((r->top + HAK_RECENT_DEPTH - 1u) % HAK_RECENT_DEPTH);
+          r->count--;
+          b->free_tag = 0;
+          return b;
+        }
       }
       hak_page_t *page = heap->queues[bin].first;
       if (page != NULL) p = page_pop_fast(page, heap);
@@ -126,6 +130,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
   if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
     heap->heartbeat = HAK_HEARTBEAT;
+    hak_heap_flush_recent(heap, 1);
     hak_purge_due_work(heap);
   } else {
     heap->heartbeat -= HAK_HEARTBEAT_SLOW;

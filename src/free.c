@@ -217,14 +217,13 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   }
 }
 
-/* A medium block this thread freed waits in heap->recent[its class] until
- * the next malloc of the class takes it back (while its lines are still in
- * this core's cache: a page's free list hands out blocks freed long ago)
- * or the next free of the class replaces it. Meanwhile it is tagged free
- * (so a second free is caught) and still counted used by its page (so the
- * page stays; it may change hands if it goes full and is abandoned). */
-#define HAK_RECENT_MAX (32 * 1024)
-
+/* A medium block this thread freed waits in heap->recent (its class's
+ * ring of the last HAK_RECENT_DEPTH) until a malloc of the class takes it
+ * back, newest first (while its lines are still in this core's cache: a
+ * page's free list hands out blocks freed long ago), or newer frees push it
+ * out to its page. Meanwhile it is tagged free (so a second free is caught)
+ * and still counted used by its page (so the page stays; it may change
+ * hands if it goes full and is abandoned). */
 static void recent_release(hak_heap_t *heap, hak_block_t *b) {
   hak_page_t *page = hak_page_of(hak_segment_of(b), b);
   if (owned_or_taken_back(heap, page)) {
@@ -237,16 +236,25 @@ static void recent_release(hak_heap_t *heap, hak_block_t *b) {
 
 static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
-  hak_block_t *old = heap->recent[page->bin];
-  heap->recent[page->bin] = b;
-  if (old != NULL) recent_release(heap, old);
+  hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
+  hak_block_t *oldest = NULL;
+  if (r->count == HAK_RECENT_DEPTH)
+    oldest = r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count--) % HAK_RECENT_DEPTH];
+  r->top = (uint8_t)((r->top + 1u) % HAK_RECENT_DEPTH);
+  r->slot[r->top] = b;
+  r->count++;
+  if (oldest != NULL) recent_release(heap, oldest);
 }
 
-void hak_heap_flush_recent(hak_heap_t *heap) {
-  for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    hak_block_t *b = heap->recent[bin];
-    heap->recent[bin] = NULL;
-    if (b != NULL) recent_release(heap, b);
+/* Give the blocks kept in heap->recent back to their pages, all but the
+ * newest `keep` of each class: all at thread exit and on malloc_trim, all
+ * but one at the heartbeat (alloc.c), so blocks of classes the thread has
+ * stopped using (a buffer realloc grew past them) do not stay for good. */
+void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
+  for (size_t i = 0; i < HAK_RECENT_BINS; i++) {
+    hak_recent_t *r = &heap->recent[i];
+    for (; r->count > keep; r->count--)
+      recent_release(heap, r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count) % HAK_RECENT_DEPTH]);
   }
 }
 
@@ -255,7 +263,7 @@ void hak_heap_flush_recent(hak_heap_t *heap) {
  * inlined into hak_free_released, it cost the secure variant's free 1-2
  * instructions a pair on one-slice pages, which never come here.) */
 static HAK_NOINLINE void free_owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  if (page->slice_count > 1 && page->block_size <= HAK_RECENT_MAX && hak_likely(!hak_tracking))
+  if (page->slice_count > 1 && hak_bin_has_recent(page->bin) && hak_likely(!hak_tracking))
     keep_recent(heap, page, b);
   else free_local(heap, page, b);
 }

@@ -164,7 +164,7 @@ void hak_heap_thread_done(hak_heap_t *heap) {
 #if HAKMEM_SECURE
   hak_quarantine_flush(heap);   /* before its pages are abandoned: the blocks are still live */
 #endif
-  hak_heap_flush_recent(heap);   /* its blocks back in their pages, before those are abandoned */
+  hak_heap_flush_recent(heap, 0);   /* its blocks back in their pages, before those are abandoned */
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;

@@ -504,6 +504,21 @@ static inline uint64_t hak_counter_get(const hak_counter_t *c) {
   return atomic_load_explicit((hak_counter_t *)c, memory_order_relaxed);
 }
 
+/* The medium blocks of one class its thread freed last, newest at `top`,
+ * oldest `count - 1` slots before it (a ring: a free into a full one
+ * pushes the oldest out to its page). */
+#define HAK_RECENT_FIRST  57          /* hak_bin_of(HAK_SMALL_MAX + 1) (unit_size_classes checks) */
+#define HAK_RECENT_BINS   16          /* ... to hak_bin_of(32 KiB) */
+#define HAK_RECENT_DEPTH  4
+typedef struct hak_recent_s {
+  hak_block_t *slot[HAK_RECENT_DEPTH];
+  uint8_t top, count;
+} hak_recent_t;
+
+/* Whether blocks of class `bin` wait in heap->recent when freed (the
+ * subtraction wraps below HAK_RECENT_FIRST). */
+static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRST < HAK_RECENT_BINS; }
+
 /* Per-thread counters, per size class (class 0: huge blocks). The call
  * counters move only when HAKMEM_STATS is on; the page counters always.
  * Written by the heap's holder, read by reports (stats.c) at any time. */
@@ -521,7 +536,7 @@ typedef struct hak_heap_s {
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
-  hak_block_t *recent[HAK_BINS];         /* medium classes: the block this thread freed last (free.c) */
+  hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;
@@ -767,7 +782,7 @@ HAK_INTERNAL void hak_purger_init(void);
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
-HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap);
+HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap, unsigned keep);
 /* realloc's move: a block of the size asked, of a quarter more than the
  * old block (HAK_GROW_QUARTER), or a huge block of the size asked. */
 typedef enum { HAK_GROW_AS_ASKED, HAK_GROW_QUARTER, HAK_GROW_HUGE } hak_growth_t;

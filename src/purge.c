@@ -319,7 +319,7 @@ void hak_purge_due_work(hak_heap_t *heap) {
 void hak_collect(void) {
   hak_heap_t *own = hak_heap_get();
   if (own != &hak_heap_empty) {
-    hak_heap_flush_recent(own);
+    hak_heap_flush_recent(own, 0);
     hak_heap_free_empty_pages(own);
   }
   hak_heap_t *shared = hak_heap_shared();

@@ -17,6 +17,13 @@ static hak_heap_t *own_heap(void) {
 static uintptr_t xstate(hak_page_t *page) { return atomic_load(&page->xthread_free) & HAK_XSTATE_MASK; }
 static bool xlist_empty(hak_page_t *page) { return hak_xlist_first(atomic_load(&page->xthread_free)) == NULL; }
 
+/* The block heap->recent hands out next for class `bin`, or NULL. */
+static void *recent_newest(hak_heap_t *heap, size_t bin) {
+  if (!hak_bin_has_recent(bin)) return NULL;
+  hak_recent_t *r = &heap->recent[bin - HAK_RECENT_FIRST];
+  return r->count > 0 ? r->slot[r->top] : NULL;
+}
+
 /* The page's owner word names this heap (with HAK_OWNER_COUNTED where every
  * call takes the generic paths: HAKMEM_STATS, or the ASan build's tracking). */
 static bool owned_by(hak_page_t *page, hak_heap_t *heap) {
@@ -280,7 +287,7 @@ static void own_abandoned_page_is_taken_back(void) {
     CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was abandoned");
     hak_free(more[0]);
     /* (A medium block waits in heap->recent first: see the next case.) */
-    CHECKF(owned_by(page, heap) && (page->free == more[0] || heap->recent[page->bin] == more[0]),
+    CHECKF(owned_by(page, heap) && (page->free == more[0] || recent_newest(heap, page->bin) == more[0]),
            "the owner's free takes it back");
     CHECKF(hak_page_is_valid(page), "valid once taken back");
     for (size_t i = 1; i < n; i++) hak_free(more[i]);
@@ -312,16 +319,20 @@ static void medium_frees_are_reused_first(void) {
     printf("     (calls are counted here: no block is kept)\n");
     return;
   }
-  void *p = hak_malloc(RECENT_SIZE), *q = hak_malloc(RECENT_SIZE);
-  hak_page_t *page = page_of(p);
+  void *b[HAK_RECENT_DEPTH + 1];
+  for (size_t i = 0; i <= HAK_RECENT_DEPTH; i++) b[i] = hak_malloc(RECENT_SIZE);
+  hak_page_t *page = page_of(b[0]);
   size_t used = hak_page_used(page);
-  hak_free(p);
+  hak_free(b[0]);
   CHECKF(hak_page_used(page) == used && hak_page_is_valid(page), "still counted used, page valid");
-  CHECKF(hak_malloc(RECENT_SIZE) == p, "the block freed last comes back first");
-  hak_free(q);
-  hak_free(p);   /* replaces q, which goes back to its page */
-  CHECKF(hak_page_used(page) == used - 1 && hak_page_is_valid(page), "q back in its page");
-  hak_free(hak_malloc(RECENT_SIZE));
+  CHECKF(hak_malloc(RECENT_SIZE) == b[0], "the block freed last comes back first");
+  for (size_t i = 0; i < HAK_RECENT_DEPTH; i++) hak_free(b[i]);
+  CHECKF(hak_page_used(page) == used && hak_page_is_valid(page), "%d kept, all still counted used", HAK_RECENT_DEPTH);
+  hak_free(b[HAK_RECENT_DEPTH]);   /* pushes out b[0], the oldest, which goes back to its page */
+  CHECKF(hak_page_used(page) == used - 1 && hak_page_is_valid(page), "b[0] back in its page");
+  for (size_t i = HAK_RECENT_DEPTH + 1; i-- > 1;)
+    CHECKF(hak_malloc(RECENT_SIZE) == b[i], "kept blocks come back newest first (block %zu)", i);
+  for (size_t i = 1; i <= HAK_RECENT_DEPTH; i++) hak_free(b[i]);
 
   hak_child_report r = hak_run_in_child(free_recent_block_twice);
   CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %d", r.status);

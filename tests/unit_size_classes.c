@@ -22,6 +22,15 @@ static void classes_are_aligned_and_increasing(void) {
   }
 }
 
+/* heap->recent keeps the medium classes above HAK_SMALL_MAX up to 32 KiB. */
+static void recent_classes_are_the_medium_ones_up_to_32_kib(void) {
+  CHECKF(hak_bin_of(HAK_SMALL_MAX + 1) == HAK_RECENT_FIRST, "first is %zu", hak_bin_of(HAK_SMALL_MAX + 1));
+  CHECKF(hak_bin_of(32 * 1024) == HAK_RECENT_FIRST + HAK_RECENT_BINS - 1, "last is %zu", hak_bin_of(32 * 1024));
+  CHECKF(!hak_bin_has_recent(HAK_RECENT_FIRST - 1) && hak_bin_has_recent(HAK_RECENT_FIRST) &&
+         hak_bin_has_recent(HAK_RECENT_FIRST + HAK_RECENT_BINS - 1) && !hak_bin_has_recent(HAK_RECENT_FIRST + HAK_RECENT_BINS),
+         "the range's ends");
+}
+
 static void waste_is_bounded_above_128_bytes(void) {
   for (size_t size = 129; size <= HAK_MEDIUM_MAX; size++) {
     size_t cls = hak_bin_size(hak_bin_of(size));
@@ -45,6 +54,7 @@ int main(void) {
   hak_test_begin("unit_size_classes");
   RUN_CASE(every_size_maps_to_smallest_fitting_class);
   RUN_CASE(classes_are_aligned_and_increasing);
+  RUN_CASE(recent_classes_are_the_medium_ones_up_to_32_kib);
   RUN_CASE(waste_is_bounded_above_128_bytes);
   RUN_CASE(pages_hold_enough_blocks);
   return 0;
