@@ -4,14 +4,17 @@
  *                       by masking; if this thread owns it: local free
  *   free_local          push on page->free, no atomics; a page whose
  *                       blocks are all free again is retired
+ *   free_own            the owner's free into a page of several slices
+ *                       (medium blocks, kept in heap->recent) or into a
+ *                       full page it abandoned, after hak_page_block_of's
+ *                       exact check
  *   hak_free_generic    every other free: a block of another thread's
- *                       one-slice page, after the fast path's exact check
- *                       (hak_block_check_shared); the rest after the exact check
- *                       of hak_block_find: large and huge blocks, pages with
- *                       aligned blocks or of several slices, and pages of
- *                       other threads or of nobody. Blocks of pages this
- *                       thread does not own go to hak_page_free_remote
- *                       (owner.c: the ownership protocol)
+ *                       page, after the same exact checks; the rest after
+ *                       the exact check of hak_block_find: large and huge
+ *                       blocks, pages with aligned blocks, and pages of
+ *                       nobody. Blocks of pages this thread does not own
+ *                       go to hak_page_free_remote (owner.c: the ownership
+ *                       protocol)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block
@@ -188,9 +191,9 @@ static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
   return owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
 }
 
-/* The frees hak_free_generic does not take first: blocks of other
- * threads' pages of several slices or with aligned blocks, large and huge
- * blocks, counted frees, and every misuse (found here exactly). Out of
+/* The frees hak_free_generic does not take first: blocks of pages with
+ * aligned blocks, large and huge blocks, counted frees, and every misuse
+ * (found here exactly). Out of
  * line, so that its search stays inlined in it. */
 static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;
@@ -278,13 +281,14 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
   free_searched(p, heap);
 }
 
-/* Every free the fast path does not take. Most are of this thread's
- * pages of several slices (classes above HAK_SMALL_MAX), which the fast
- * path's check leaves out, or of its full pages it abandoned: free_own;
- * or of another thread's one-slice page: free_remote after the fast path's
- * check (the owner word's bits send on pages whose calls are counted or
- * tracked, and pages with aligned blocks, which may be this thread's own);
- * the rest, free_searched. */
+/* Every free the fast path does not take but the owner's frees into its
+ * pages of several slices (classes above HAK_SMALL_MAX: free_block sends
+ * them to free_own). Most are of this thread's full pages it abandoned:
+ * free_own; or of another thread's page: free_remote after the exact check
+ * (the fast path's for a one-slice page, hak_page_block_of for one of
+ * several slices; the owner word's bits send on pages whose calls are
+ * counted or tracked, and pages with aligned blocks, which may be this
+ * thread's own); the rest, free_searched. */
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
@@ -295,7 +299,9 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
       free_own(p, heap, page, owner);
       return;
     }
-    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 && hak_block_check_shared(slice, p)) {
+    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 &&
+        (hak_block_check_shared(slice, p) ||
+         (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
       free_remote(page, (hak_block_t *)p);
       return;
     }
@@ -313,8 +319,9 @@ static inline void free_block(void *p, hak_heap_t *heap) {
   }
   const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
   hak_page_t *page = slice->page;
-  if (hak_likely(hak_page_owned_by(page, heap) && hak_block_check(slice, p))) {
-    free_local(heap, page, (hak_block_t *)p);
+  if (hak_likely(hak_page_owned_by(page, heap))) {
+    if (hak_likely(hak_block_check(slice, p))) free_local(heap, page, (hak_block_t *)p);
+    else free_own(p, heap, page, (uintptr_t)heap);   /* a page of several slices, or a misuse */
     return;
   }
   hak_free_generic(p, heap);

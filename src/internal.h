@@ -398,6 +398,16 @@ static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte o
   hak_segment_t *seg = hak_segment_of(page);
   return (uint8_t *)seg + ((size_t)(page - seg->pages) << HAK_SLICE_SHIFT);
 }
+/* The carved block of a page that holds p, or NULL if p lies outside
+ * every carved block (before the area, in the tail, never carved). */
+static inline hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
+  uint8_t *start = hak_page_area(page);
+  if ((const uint8_t *)p < start) return NULL;
+  size_t offset = (size_t)((const uint8_t *)p - start);
+  size_t index = offset / page->block_size;
+  if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */
+  return (hak_block_t *)(start + index * page->block_size);
+}
 static inline uintptr_t hak_page_owner(const hak_page_t *page) {
   return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }
@@ -677,7 +687,6 @@ HAK_INTERNAL void hak_page_extend(hak_page_t *page);
 HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
 HAK_INTERNAL void hak_page_use_gathered(hak_page_t *page);
 HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
-HAK_INTERNAL hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p);
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
 HAK_INTERNAL void hak_page_free_span(hak_heap_t *heap, hak_page_t *page);
 

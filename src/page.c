@@ -181,17 +181,6 @@ void hak_page_gather_frees(hak_page_t *page) {
   hak_assert(hak_page_is_valid(page));
 }
 
-/* The carved block of a page that holds p, or NULL if p lies outside
- * every carved block (before the area, in the tail, never carved). */
-hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
-  uint8_t *start = hak_page_area(page);
-  if ((const uint8_t *)p < start) return NULL;
-  size_t offset = (size_t)((const uint8_t *)p - start);
-  size_t index = offset / page->block_size;
-  if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */
-  return (hak_block_t *)(start + index * page->block_size);
-}
-
 /* ------------------------------------------------------------ validation */
 
 /* A page as its owner sees it (debug build; see the invariants of

@@ -210,6 +210,51 @@ static void free_never_carved_remote(void)
     free(lent.page + 12 * lent.block_size);
 }
 
+/* The same by another thread for a medium block, in a page of several
+ * slices, whose exact check is another (hak_page_block_of); and p + 16 by
+ * its owner, whose free of such a page skips the fast path's check too. */
+static void *lend_medium_block(void *arg)
+{
+    (void)arg;
+    hak_thread_own_heap();
+    lent.handed_out = malloc(12 * KiB);
+    CHECK(lent.handed_out != NULL);
+    pthread_barrier_wait(&lent_ready);
+    for (;;) pause();
+    return NULL;
+}
+
+static void borrow_medium_block(void)
+{
+    pthread_barrier_init(&lent_ready, NULL, 2);
+    hak_thread_start(lend_medium_block, NULL);
+    pthread_barrier_wait(&lent_ready);
+}
+
+static void double_free_medium_remote(void)
+{
+    borrow_medium_block();
+    hak_announce(lent.handed_out);
+    free(lent.handed_out);
+    free(lent.handed_out);
+}
+
+static void free_interior_medium_remote(void)
+{
+    borrow_medium_block();
+    hak_announce(lent.handed_out + 16);
+    free(lent.handed_out + 16);
+}
+
+static void free_interior_medium(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(12 * KiB);
+    CHECK(p != NULL);
+    hak_announce(p + 16);
+    free(p + 16);
+}
+
 /* A double free of a block whose owner has exited: its page is abandoned
  * (no owner), and the first free publishes it. */
 static void *allocate_and_exit(void *arg)
@@ -267,6 +312,9 @@ static const struct misuse {
     { "free of a block carved but never handed out, by another thread", free_carved_never_handed_out_remote,
       "double free" },
     { "free of a block never carved, by another thread", free_never_carved_remote, "not allocated by hakmem" },
+    { "free of p + 16 of a 12 KiB block", free_interior_medium, "pointer inside" },
+    { "double free of a 12 KiB block by another thread", double_free_medium_remote, "double free" },
+    { "free of p + 16 of a 12 KiB block by another thread", free_interior_medium_remote, "pointer inside" },
     { "double free after the owner exited", double_free_after_owner_exit, "double free" },
     { "double free by a thread without a heap of its own", double_free_by_young_thread, "double free" },
     { "realloc of a freed block that fits", realloc_freed_block_that_fits, "already freed" },
