@@ -77,6 +77,7 @@
 #define HAK_SLICE_SIZE         ((size_t)1 << HAK_SLICE_SHIFT)
 #define HAK_SLICES             (HAK_SEGMENT_SIZE / HAK_SLICE_SIZE)   /* 512 */
 #define HAK_OS_PAGE            4096
+#define HAK_THP_SIZE           ((size_t)2 << 20)   /* a transparent huge page (x86-64; arm64 with 4 KiB pages) */
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
 /* The tiers (docs/design.md §1): small blocks (one-slice pages, the fast
@@ -253,6 +254,8 @@ typedef struct hak_page_s {
   union {
     uint16_t reserved;                   /* page: blocks that fit it (owner only) */
     uint16_t dirty_slices;               /* free span: its slices marked dirty */
+    bool huge_pages;                     /* large block: advised for transparent huge pages (segment.c);
+                                            written by the thread that took the span, read by the one freeing it */
   };
   uint16_t slice_count;
   _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) by the
@@ -605,7 +608,7 @@ static inline void hak_unlock(pthread_mutex_t *m) {
 
 typedef enum {
   HAK_OPT_VERBOSE, HAK_OPT_STATS, HAK_OPT_PURGE_DELAY, HAK_OPT_PURGE_MODE,
-  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_BACKGROUND, HAK_OPT_ZERO_ON_FREE, HAK_OPT_COUNT
+  HAK_OPT_ARENAS, HAK_OPT_HUGE_CACHE, HAK_OPT_BACKGROUND, HAK_OPT_ZERO_ON_FREE, HAK_OPT_HUGE_PAGES, HAK_OPT_COUNT
 } hak_option_t;
 
 enum { HAK_STATS_OFF = 0, HAK_STATS_TEXT = 1, HAK_STATS_JSON = 2 };
@@ -636,6 +639,7 @@ typedef enum {
 } hak_purge_result_t;
 HAK_INTERNAL hak_purge_result_t hak_os_purge(void *p, size_t size);
 HAK_INTERNAL void hak_os_no_huge_pages(void *p, size_t size);
+HAK_INTERNAL bool hak_os_huge_pages(void *p, size_t size, bool on);
 HAK_INTERNAL bool hak_os_populate(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);

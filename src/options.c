@@ -23,6 +23,7 @@ static const option_desc_t option_descs[HAK_OPT_COUNT] = {
   [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20 },
   [HAK_OPT_BACKGROUND]  = { "BACKGROUND", 1 },
   [HAK_OPT_ZERO_ON_FREE] = { "ZERO_ON_FREE", 0 },   /* secure variant only */
+  [HAK_OPT_HUGE_PAGES]  = { "HUGE_PAGES", 1 },
 };
 
 long hak_options[HAK_OPT_COUNT];

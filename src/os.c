@@ -84,6 +84,15 @@ void hak_os_no_huge_pages(void *p, size_t size) {
   (void)madvise(p, size, MADV_NOHUGEPAGE);
 }
 
+/* Let the whole 2 MiB stretches of a block be backed by transparent huge
+ * pages (`on`; under THP "madvise", the default of Debian and Ubuntu, only
+ * such advice lets a page fault map 2 MiB at once), or keep them out again.
+ * True if there was such a stretch and the advice was taken. */
+bool hak_os_huge_pages(void *p, size_t size, bool on) {
+  uintptr_t from = hak_align_up((uintptr_t)p, HAK_THP_SIZE), to = ((uintptr_t)p + size) & ~(uintptr_t)(HAK_THP_SIZE - 1);
+  return from < to && madvise((void *)from, to - from, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+}
+
 /* Fault a range in, writable, in one call (Linux 5.14+): what the first
  * writes would do one page at a time, and twice per page when the program
  * reads a page before it writes it (a read maps the shared zero page, the

@@ -363,20 +363,27 @@ void hak_span_free(hak_page_t *span) {
 _Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
 
 
-/* calloc of a large block that is not resident (fresh, or purged): the
- * program typically reads a page of it before writing it, which faults
- * twice (the read maps the zero page, the write copies it); bigchurn spent
- * 2x tcmalloc's time in those faults. Populating the block in one call
- * faults each page once, in a batch. But a program that callocs big tables
- * and touches little of them would then hold all of them resident. So it
- * is done only while the program is seen to use such blocks densely: when
- * a large calloc comes, the last block calloc handed out unpopulated is
- * looked at (mincore): mostly resident by now, or not. The last 8 of those
- * verdicts are kept; 6 dense ones turn populating on. While on, every 8th
- * block still goes out unpopulated, so a change of use is seen. */
+/* Whether the program uses its large blocks densely (writes most of each
+ * page of them) decides two things that would waste memory otherwise:
+ * - calloc of a block that is not resident (fresh, or purged): the program
+ *   typically reads a page of it before writing it, which faults twice (the
+ *   read maps the zero page, the write copies it); bigchurn spent 2x
+ *   tcmalloc's time in those faults. Populating the block in one call
+ *   faults each page once, in a batch;
+ * - a block of 2 MiB and more is advised for transparent huge pages: a
+ *   fault then maps 2 MiB, not 4 KiB (large, bigchurn and realloc-huge
+ *   took 64K, 90K and 34K faults; mimalloc 3 advises its whole arena so).
+ * But a program that allocates big tables and touches little of them would
+ *   then hold all of them resident. So either is done only while the program
+ *   is seen to use such blocks densely: the last block handed out neither
+ *   populated nor advised (and not resident before: from clean slices) is
+ *   looked at (mincore) when the next such allocation comes: mostly
+ *   resident by now, or not. The last 8 of those verdicts are kept; 6 dense
+ *   ones turn both on. While on, every 8th block still goes out plain, so a
+ *   change of use is seen. */
 static _Atomic(uint32_t) large_verdicts;     /* bit i: the i-th last verdict was "dense" */
-static _Atomic(uint32_t) large_zero_allocs;
-static _Atomic(uintptr_t) large_unpopulated;  /* the last one's address | its slice count */
+static _Atomic(uint32_t) large_dense_allocs;
+static _Atomic(uintptr_t) large_probe;        /* the last plain one's address | its slice count */
 
 /* Was most of the block resident? Looks at its first 8 MiB (one mincore
  * call, 2 KiB of vector on the stack). The block may have been freed and
@@ -395,22 +402,22 @@ static void large_judge_use(uintptr_t block) {
 }
 
 static bool large_use_is_dense(void) {
-  uintptr_t last = atomic_exchange_explicit(&large_unpopulated, 0, memory_order_relaxed);
+  uintptr_t last = atomic_exchange_explicit(&large_probe, 0, memory_order_relaxed);
   if (last != 0) large_judge_use(last);
   uint32_t v = atomic_load_explicit(&large_verdicts, memory_order_relaxed);
-  return __builtin_popcount(v) >= 6 && atomic_fetch_add_explicit(&large_zero_allocs, 1, memory_order_relaxed) % 8 != 0;
+  return __builtin_popcount(v) >= 6 && atomic_fetch_add_explicit(&large_dense_allocs, 1, memory_order_relaxed) % 8 != 0;
 }
 
 /* calloc's zeroing of a new large block: its dirty slices hold old bytes
- * (memset); the others read as zero already (populated while use is dense).
- * The slices' marks still tell their state before the block was taken. */
-static void large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty) {
+ * (memset); the others read as zero already (populated if `dense`, which
+ * is -1 until asked). The slices' marks still tell their state before the
+ * block was taken. Returns `dense`. */
+static int large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty, int dense) {
   if (dirty && hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE) {   /* purged slices may read old bytes */
     memset(p, 0, size);
-    return;
+    return dense;
   }
   size_t n = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  int dense = -1;   /* not asked yet */
   for (size_t i = 0, j; i < n; i = j) {
     bool old_bytes = span[i].dirty == HAK_SLICE_DIRTY;
     for (j = i + 1; j < n && (span[j].dirty == HAK_SLICE_DIRTY) == old_bytes; j++) {}
@@ -422,7 +429,7 @@ static void large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty) {
     if (dense < 0) dense = large_use_is_dense();
     if (dense) hak_os_populate(p + from, to - from);
   }
-  if (!dirty && dense == 0) atomic_store_explicit(&large_unpopulated, (uintptr_t)p | n, memory_order_relaxed);
+  return dense;
 }
 
 void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
@@ -450,7 +457,12 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
-  if (zero) large_zero(span, p, size, dirty);
+  int dense = -1;   /* not asked yet */
+  if (span->block_size >= HAK_THP_SIZE) dense = large_use_is_dense();
+  span->huge_pages = dense > 0 && hak_option(HAK_OPT_HUGE_PAGES) && hak_os_huge_pages(p, span->block_size, true);
+  if (zero) dense = large_zero(span, p, size, dirty, dense);
+  if (!dirty && dense == 0)   /* plain, and not resident before: its use will tell */
+    atomic_store_explicit(&large_probe, (uintptr_t)p | ((size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT), memory_order_relaxed);
 #if HAKMEM_SECURE
   hak_secure_guard(p + span->block_size, true);   /* after zeroing: populate stops short of it anyway */
 #endif
@@ -463,6 +475,7 @@ void hak_large_free(hak_page_t *span) {
 #endif
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
+  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), span->block_size, false);   /* (see large_use_is_dense) */
   hak_span_free(span);
 }
 

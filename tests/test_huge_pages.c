@@ -1,0 +1,95 @@
+/* Transparent huge pages for large blocks (src/segment.c): a block of
+ * 2 MiB and more is advised for them (MADV_HUGEPAGE, which the kernel
+ * shows as "hg" in the block's VmFlags in /proc/self/smaps, whatever THP
+ * mode it runs in) only while the program is seen to write most of its
+ * large blocks, so
+ *   - blocks touched a byte per MiB are never advised (under THP, one
+ *     touch would make 2 MiB resident);
+ *   - blocks written whole are, after a few, all but the every-8th one
+ *     (kept plain, to see whether use changes);
+ *   - a freed block's memory loses the advice (it may become small pages);
+ *   - with HAKMEM_HUGE_PAGES=0, nothing is ever advised.
+ * The policy is process-wide, so the cases run in this order. */
+#include "hak_test.h"
+
+#define BLOCK (4 * MiB)   /* holds a whole 2 MiB stretch wherever it starts */
+
+/* Whether the mapping holding p is advised for huge pages. */
+static bool advised(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    CHECK(f != NULL);
+    char line[512];
+    bool inside = false, found = false, hg = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned long from, to;
+        if (sscanf(line, "%lx-%lx ", &from, &to) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = (uintptr_t)p >= from && (uintptr_t)p < to;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            hg = strstr(line, " hg") != NULL;
+            found = true;
+        }
+    }
+    fclose(f);
+    CHECKF(found, "no mapping holds %p", p);
+    return hg;
+}
+
+/* The first whole 2 MiB stretch of a block. */
+static const char *stretch_of(const char *p)
+{
+    return (const char *)(((uintptr_t)p + 2 * MiB - 1) & ~(uintptr_t)(2 * MiB - 1));
+}
+
+static bool huge_pages_on(void)
+{
+    const char *v = getenv("HAKMEM_HUGE_PAGES");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* 16 blocks, a byte written per MiB, all kept: none is advised. */
+static void sparse_blocks_stay_small(void)
+{
+    enum { BLOCKS = 16 };
+    char *b[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++) {
+        b[i] = malloc(BLOCK);
+        CHECK(b[i] != NULL);
+        for (size_t off = 0; off < BLOCK; off += MiB) b[i][off] = 1;
+        CHECKF(!advised(stretch_of(b[i])), "sparse block %d was advised for huge pages", i);
+    }
+    for (int i = 0; i < BLOCKS; i++) free(b[i]);
+}
+
+/* Blocks written whole and kept (so each comes from memory never touched,
+ * which is what the verdicts learn from): after a few, 7 of every 8 come
+ * advised; freed, none stays so. */
+static void dense_blocks_come_advised(void)
+{
+    enum { BLOCKS = 32, LATER = 16 };
+    char *b[BLOCKS];
+    int advised_later = 0;
+    for (int i = 0; i < BLOCKS; i++) {
+        b[i] = malloc(BLOCK);
+        CHECK(b[i] != NULL);
+        if (i >= BLOCKS - LATER && advised(stretch_of(b[i]))) advised_later++;
+        memset(b[i], 0x5a, BLOCK);
+    }
+    for (int i = 0; i < BLOCKS; i++) {
+        free(b[i]);
+        CHECKF(!advised(stretch_of(b[i])), "block %d, freed, is still advised", i);
+    }
+    printf("     of the last %d dense blocks, %d came advised for huge pages\n", LATER, advised_later);
+    if (huge_pages_on())
+        CHECKF(advised_later >= LATER * 3 / 4, "only %d of %d dense blocks were advised", advised_later, LATER);
+    else
+        CHECKF(advised_later == 0, "%d blocks advised with HAKMEM_HUGE_PAGES=0", advised_later);
+}
+
+int main(void)
+{
+    hak_test_begin("test_huge_pages");
+    RUN_CASE(sparse_blocks_stay_small);
+    RUN_CASE(dense_blocks_come_advised);
+    return 0;
+}
