@@ -5,15 +5,16 @@
  *   free_local          push on page->free, no atomics; a page whose
  *                       blocks are all free again is retired
  *   free_own            the owner's free into a page of several slices
- *                       (medium blocks, kept in heap->recent) or into a
- *                       full page it abandoned, after hak_page_block_of's
- *                       exact check
- *   hak_free_generic    every other free: a block of another thread's
- *                       page, after the same exact checks; the rest after
+ *                       (medium blocks; up to 32 KiB kept in heap->recent)
+ *                       or into a full page it abandoned, after
+ *                       hak_page_block_of's exact check
+ *   hak_free_generic    every other free: a block of a page of another
+ *                       thread or of nobody, after the same exact checks
+ *                       (the slice's for a one-slice page); the rest after
  *                       the exact check of hak_block_find: large and huge
- *                       blocks, pages with aligned blocks, and pages of
- *                       nobody. Blocks of pages this thread does not own
- *                       go to hak_page_free_remote (owner.c: the ownership
+ *                       blocks, pages with aligned blocks, counted frees.
+ *                       Blocks of pages this thread does not own go to
+ *                       hak_page_free_remote (owner.c: the ownership
  *                       protocol)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
@@ -283,12 +284,12 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
 
 /* Every free the fast path does not take but the owner's frees into its
  * pages of several slices (classes above HAK_SMALL_MAX: free_block sends
- * them to free_own). Most are of this thread's full pages it abandoned:
- * free_own; or of another thread's page: free_remote after the exact check
- * (the fast path's for a one-slice page, hak_page_block_of for one of
- * several slices; the owner word's bits send on pages whose calls are
- * counted or tracked, and pages with aligned blocks, which may be this
- * thread's own); the rest, free_searched. */
+ * them to free_own). Most are of another thread's page (or of nobody's):
+ * free_remote after the exact check (the fast path's for a one-slice page,
+ * hak_page_block_of for one of several slices; the owner word's bits send
+ * on pages whose calls are counted or tracked, and pages with aligned
+ * blocks, which may be this thread's own); of this thread's full pages it
+ * abandoned: free_own; the rest, free_searched. */
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {

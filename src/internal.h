@@ -198,7 +198,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - a free of one of its blocks from another thread into a one-slice page
  *     reads the owner word and the slice's recip and bound (hak_slice_t);
  *   - any other free, realloc or malloc_usable_size of one of its blocks
- *     from another thread (hak_block_find, free.c) reads span_kind, block_size
+ *     from another thread (hak_free_generic's check of a page of several
+ *     slices, hak_block_find: free.c) reads span_kind, block_size
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written
@@ -405,7 +406,7 @@ static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte o
  * every carved block (before the area, in the tail, never carved). */
 static inline hak_block_t *hak_page_block_of(const hak_page_t *page, const void *p) {
   uint8_t *start = hak_page_area(page);
-  if ((const uint8_t *)p < start) return NULL;
+  if ((const uint8_t *)p < start || page->block_size == 0) return NULL;   /* (a misuse racing page_init) */
   size_t offset = (size_t)((const uint8_t *)p - start);
   size_t index = offset / page->block_size;
   if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */

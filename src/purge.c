@@ -323,6 +323,7 @@ void hak_collect(void) {
     hak_heap_free_empty_pages(own);
   }
   hak_heap_t *shared = hak_heap_shared();
+  hak_heap_flush_recent(shared, 0);   /* (the secure variant's quarantine frees into it for exited threads) */
   hak_heap_free_empty_pages(shared);
   hak_reclaim_sweep(own != &hak_heap_empty ? own : shared, true, true);
   hak_heap_release(shared);

@@ -307,11 +307,23 @@ static void free_recent_block_twice(void) {
   hak_free(p);
 }
 
-static void *free_one_and_exit(void *arg) {
+/* Fills its ring past full (so it has wrapped), then exits. */
+static void *free_some_and_exit(void *arg) {
   void **out = arg;
-  *out = hak_malloc(RECENT_SIZE);
-  hak_free(*out);
+  for (size_t i = 0; i < 2 * HAK_RECENT_DEPTH + 1; i++) out[i] = hak_malloc(RECENT_SIZE);
+  for (size_t i = 0; i < 2 * HAK_RECENT_DEPTH + 1; i++) hak_free(out[i]);
   return NULL;
+}
+
+/* Blocks in use in the pages of these blocks (each page counted once). */
+static size_t used_of_pages(void *const *blocks, size_t n) {
+  size_t used = 0;
+  for (size_t i = 0; i < n; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < i; j++) seen |= page_of(blocks[j]) == page_of(blocks[i]);
+    if (!seen) used += hak_page_used(page_of(blocks[i]));
+  }
+  return used;
 }
 
 static void medium_frees_are_reused_first(void) {
@@ -319,29 +331,40 @@ static void medium_frees_are_reused_first(void) {
     printf("     (calls are counted here: no block is kept)\n");
     return;
   }
-  void *b[HAK_RECENT_DEPTH + 1];
-  for (size_t i = 0; i <= HAK_RECENT_DEPTH; i++) b[i] = hak_malloc(RECENT_SIZE);
-  hak_page_t *page = page_of(b[0]);
-  size_t used = hak_page_used(page);
+  hak_heap_t *heap = hak_heap_get();
+  heap->heartbeat = HAK_HEARTBEAT;   /* no beat before the one this case asks for */
+  enum { N = HAK_RECENT_DEPTH + 1 };
+  void *b[N];
+  for (size_t i = 0; i < N; i++) b[i] = hak_malloc(RECENT_SIZE);
+  size_t used = used_of_pages(b, N);
   hak_free(b[0]);
-  CHECKF(hak_page_used(page) == used && hak_page_is_valid(page), "still counted used, page valid");
+  CHECKF(used_of_pages(b, N) == used && hak_page_is_valid(page_of(b[0])), "still counted used, page valid");
   CHECKF(hak_malloc(RECENT_SIZE) == b[0], "the block freed last comes back first");
   for (size_t i = 0; i < HAK_RECENT_DEPTH; i++) hak_free(b[i]);
-  CHECKF(hak_page_used(page) == used && hak_page_is_valid(page), "%d kept, all still counted used", HAK_RECENT_DEPTH);
+  CHECKF(used_of_pages(b, N) == used, "%d kept, all still counted used", HAK_RECENT_DEPTH);
   hak_free(b[HAK_RECENT_DEPTH]);   /* pushes out b[0], the oldest, which goes back to its page */
-  CHECKF(hak_page_used(page) == used - 1 && hak_page_is_valid(page), "b[0] back in its page");
-  for (size_t i = HAK_RECENT_DEPTH + 1; i-- > 1;)
+  CHECKF(used_of_pages(b, N) == used - 1 && hak_page_is_valid(page_of(b[0])), "b[0] back in its page");
+  for (size_t i = N; i-- > 1;)
     CHECKF(hak_malloc(RECENT_SIZE) == b[i], "kept blocks come back newest first (block %zu)", i);
-  for (size_t i = 1; i <= HAK_RECENT_DEPTH; i++) hak_free(b[i]);
+
+  /* At the heartbeat, the ring keeps only its newest. */
+  for (size_t i = 1; i < N; i++) hak_free(b[i]);
+  CHECKF(used_of_pages(b, N) == used - 1, "b[1..%d] kept", HAK_RECENT_DEPTH);
+  heap->heartbeat = 1;   /* the next malloc beats */
+  hak_free(hak_malloc(64));
+  CHECKF(used_of_pages(b, N) == used - HAK_RECENT_DEPTH && recent_newest(heap, page_of(b[N - 1])->bin) == b[N - 1],
+         "only the newest kept after the heartbeat");
+  CHECKF(hak_malloc(RECENT_SIZE) == b[N - 1], "and handed out first");
+  hak_free(b[N - 1]);
 
   hak_child_report r = hak_run_in_child(free_recent_block_twice);
   CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %d", r.status);
   CHECKF(strstr(r.text, "double free") != NULL, "no report in: %s", r.text);
 
-  void *left = NULL;
-  pthread_join(hak_thread_start(free_one_and_exit, &left), NULL);
-  page = page_of(left);
-  CHECKF(page->span_kind == HAK_SPAN_FREE, "the exited thread's block went back to its page, which went back");
+  void *left[2 * HAK_RECENT_DEPTH + 1];
+  pthread_join(hak_thread_start(free_some_and_exit, left), NULL);
+  for (size_t i = 0; i < 2 * HAK_RECENT_DEPTH + 1; i++)
+    CHECKF(page_of(left[i])->span_kind == HAK_SPAN_FREE, "the exited thread's block %zu went back to its page, which went back", i);
 }
 
 /* The debug build's validators pass on pages and arenas in every state the
