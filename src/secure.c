@@ -268,20 +268,24 @@ void hak_secure_segment_release(const hak_segment_t *seg) {
  * byte of the trailer has a predictable value: an off-by-one that writes
  * a 0 (a string's terminator) into a block with no pattern bytes changes
  * it too, except by a 1-in-256 chance. */
-typedef struct trailer_s {
-  uint32_t slack;                        /* bytes from the request's end to the trailer << FAMILY_BITS
-                                            | the family, masked */
-  uint32_t check;                        /* the same, masked differently */
-} trailer_t;
-
 #define FAMILY_BITS 3
 #define FAMILY_MASK ((1u << FAMILY_BITS) - 1)
 #define SLACK_MAX   (UINT32_MAX >> FAMILY_BITS)
 
-static inline trailer_t trailer_encode(keys_t ks, const void *p, uint32_t slack) {
-  uint64_t h = keyed_hash(ks, p);
-  return (trailer_t){ slack ^ (uint32_t)h, slack ^ (uint32_t)(h >> 32) };
+/* The trailer, one 64-bit word: its word (the bytes from the request's end
+ * to the trailer << FAMILY_BITS | the family) in both halves, masked with
+ * the keyed hash. Decoded (trailer_decode), the halves must agree. */
+static inline uint64_t trailer_encode(keys_t ks, const void *p, uint32_t word) {
+  return keyed_hash(ks, p) ^ (word * 0x100000001ULL);
 }
+
+static inline uint64_t trailer_decode(keys_t ks, const void *p, const uint8_t *end) {
+  uint64_t stored;
+  memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
+  return stored ^ keyed_hash(ks, p);
+}
+
+static inline bool trailer_intact(uint64_t decoded) { return (uint32_t)decoded == (uint32_t)(decoded >> 32); }
 
 /* Bytes from p to the end of its block: the free fast path's check finds a
  * block start in a one-slice page without a division; the rest (aligned
@@ -326,7 +330,7 @@ static inline __attribute__((always_inline)) void *canary_write(void *p, size_t 
   uint64_t w = CANARY_WORD;
   memcpy(pattern, &w, 8);
   memcpy((uint8_t *)pattern_second(pattern, end), &w, 8);
-  trailer_t t = trailer_encode(small ? keys_chosen() : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
+  uint64_t t = trailer_encode(small ? keys_chosen() : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -343,9 +347,7 @@ void *hak_secure_set_family(void *p, unsigned family) {
   if (p == NULL) return NULL;
   uint8_t *end = (uint8_t *)p + block_usable(p);
   keys_t ks = keys();
-  trailer_t t, mask = trailer_encode(ks, p, 0);
-  memcpy(&t, end - HAK_CANARY_SIZE, sizeof t);
-  t = trailer_encode(ks, p, ((t.slack ^ mask.slack) & ~FAMILY_MASK) | family);
+  uint64_t t = trailer_encode(ks, p, ((uint32_t)trailer_decode(ks, p, end) & ~FAMILY_MASK) | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -401,11 +403,9 @@ static inline bool family_fits(hak_op_t op, unsigned family) {
  * (Out of line, from p and its block alone: the checks keep nothing for
  * it in registers.) */
 static HAK_NOINLINE HAK_NORETURN void canary_failed(hak_op_t op, const void *p, size_t usable) {
-  keys_t ks = keys();
-  trailer_t stored, mask = trailer_encode(ks, p, 0);
-  memcpy(&stored, (const uint8_t *)p + usable - HAK_CANARY_SIZE, sizeof stored);
-  uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
-  if (word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
+  uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
+  uint32_t word = (uint32_t)decoded, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
+  if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
   if (!family_fits(op, family)) family_differs(op, p, family);
   pattern_differs(op, p, usable - HAK_CANARY_SIZE - slack, slack);
 }
@@ -414,10 +414,16 @@ static HAK_NOINLINE HAK_NORETURN void canary_failed(hak_op_t op, const void *p, 
  * p on; reports an overflow, and a block of another family than op's. */
 static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
   const uint8_t *end = (const uint8_t *)p + usable;
-  trailer_t stored, mask = trailer_encode(ks, p, 0);
-  memcpy(&stored, end - HAK_CANARY_SIZE, sizeof stored);
-  uint32_t word = stored.slack ^ mask.slack, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
-  if (hak_unlikely(word != (stored.check ^ mask.check) || slack > usable - HAK_CANARY_SIZE || !family_fits(op, family)))
+  uint64_t decoded = trailer_decode(ks, p, end);
+  uint32_t word = (uint32_t)decoded;
+  /* The slack and whether the family is op's, in one comparison: the
+   * word rotated, the family's difference from op's in its top bits (no
+   * block's usable size comes near them). malloc_usable_size takes any
+   * family that has a name. */
+  uint64_t v = op == HAK_OP_USABLE_SIZE ? word & ~FAMILY_MASK : word ^ op_family(op);
+  uint64_t slack = v >> FAMILY_BITS | v << (64 - FAMILY_BITS);
+  if (hak_unlikely(!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE ||
+                   (op == HAK_OP_USABLE_SIZE && family_names[word & FAMILY_MASK] == NULL)))
     canary_failed(op, p, usable);
   size_t size = usable - HAK_CANARY_SIZE - slack;
   const uint8_t *pattern = (const uint8_t *)p + size;
