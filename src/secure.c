@@ -93,7 +93,10 @@ static inline keys_t keys_chosen(void) {
  * wyhash's mum). */
 static inline uint64_t keyed_hash(keys_t ks, const void *p) {
   __uint128_t m = (__uint128_t)((uintptr_t)p ^ ks.k1) * ks.k2;
-  return (uint64_t)m ^ (uint64_t)(m >> 64);
+  uint64_t h = (uint64_t)m ^ (uint64_t)(m >> 64);
+  __asm__("" : "+r"(h));   /* (folded here: else GCC 12 keeps the product's halves apart, in
+                              registers the fast paths must then save) */
+  return h;
 }
 
 static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
