@@ -498,7 +498,8 @@ typedef struct hak_arena_s {
 /* Freed blocks waiting to be reused, oldest first (secure.c). */
 #define HAK_QUARANTINE_SLOTS 64
 typedef struct hak_quarantine_s {
-  struct { void *p; size_t usable; } slots[HAK_QUARANTINE_SLOTS];
+  void *p[HAK_QUARANTINE_SLOTS];         /* (two arrays, not one of pairs: a slot's fields are then */
+  size_t usable[HAK_QUARANTINE_SLOTS];   /* read without scaling its index by hand) */
   size_t head, count, bytes;
 } hak_quarantine_t;
 #endif

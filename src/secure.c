@@ -528,8 +528,8 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
 
 static void quarantine_evict(hak_heap_t *heap) {
   hak_quarantine_t *q = &heap->quarantine;
-  void *p = q->slots[q->head].p;
-  size_t usable = q->slots[q->head].usable;
+  void *p = q->p[q->head];
+  size_t usable = q->usable[q->head];
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
   q->bytes -= usable;
@@ -552,8 +552,8 @@ static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t u
   hak_quarantine_t *q = &heap->quarantine;
   while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
     quarantine_evict(heap);
-  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].p = p;
-  q->slots[(q->head + q->count) % HAK_QUARANTINE_SLOTS].usable = usable;
+  q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
+  q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
   q->count++;
   q->bytes += usable;
 }
@@ -564,11 +564,11 @@ static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_
   hak_quarantine_t *q = &heap->quarantine;
   quarantine_fill(ks, p, usable);
   size_t head = q->head;
-  void *old = q->slots[head].p;
-  size_t old_usable = q->slots[head].usable;
+  void *old = q->p[head];
+  size_t old_usable = q->usable[head];
   if (hak_likely(q->count == HAK_QUARANTINE_SLOTS && q->bytes - old_usable + usable <= QUARANTINE_BYTES)) {
-    q->slots[head].p = p;
-    q->slots[head].usable = usable;
+    q->p[head] = p;
+    q->usable[head] = usable;
     q->head = (head + 1) % HAK_QUARANTINE_SLOTS;
     q->bytes += usable - old_usable;
     quarantine_release(ks, heap, old, old_usable);
