@@ -20,10 +20,10 @@
  *
  * A freed block then waits in its thread's quarantine (FIFO, bounded by
  * count and bytes) before it really goes back to its page: its first
- * QUARANTINE_FILL bytes are filled with FREED_WORD, except the second
- * word which holds its quarantine tag (so a second free is a double free).
- * When it leaves, the fill is checked: any difference is a write after
- * free. */
+ * QUARANTINE_FILL bytes are filled with FREED_WORD in its even words and
+ * its quarantine tag in its odd ones (the second word's, so a second free
+ * is a double free). When it leaves, the fill is checked: any difference
+ * is a write after free. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -52,21 +52,25 @@ static uint64_t random_seed(void) {
   return mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)&v);
 }
 
-/* The process key (canary checks, quarantine tags): chosen at process
- * start (hak_secure_keys_init), or by the first thread that needs it
- * before, the same for all after. */
+/* The process keys (canary checks; quarantine tags): chosen at process
+ * start (hak_secure_keys_init), or by the first thread that needs them
+ * before, the same for all after. The tags have a key of their own: a
+ * block handed out again may still hold its tags (as the program's
+ * garbage), which must not tell the canary's key. */
 static _Atomic(uint64_t) process_key;
 static _Atomic(uint64_t) process_key2;   /* the canary hash's multiplier: mix(process_key) | 1 */
+static _Atomic(uint64_t) process_tag_key;
 
-static HAK_NOINLINE uint64_t key_init(void) {
+static HAK_NOINLINE void key_init(void) {
   uint64_t fresh = random_seed() | 1, expected = 0;
   uint64_t k = atomic_compare_exchange_strong(&process_key, &expected, fresh) ? fresh : expected;
+  expected = 0;
+  atomic_compare_exchange_strong(&process_tag_key, &expected, random_seed() | 1);
   atomic_store_explicit(&process_key2, mix(k) | 1, memory_order_release);
-  return k;
 }
 
-/* Both keys, read once per call (process_key2 is set after process_key). */
-typedef struct keys_s { uint64_t k1, k2; } keys_t;
+/* The keys, read once per call (process_key2 is set after the others). */
+typedef struct keys_s { uint64_t k1, k2, tag; } keys_t;
 
 static inline keys_t keys(void) {
   uint64_t k2 = atomic_load_explicit(&process_key2, memory_order_acquire);
@@ -74,7 +78,8 @@ static inline keys_t keys(void) {
     key_init();
     k2 = atomic_load_explicit(&process_key2, memory_order_acquire);
   }
-  return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed), k2 };
+  return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed), k2,
+                   atomic_load_explicit(&process_tag_key, memory_order_relaxed) };
 }
 
 /* Chosen at process start (init.c), before the "ready" its threads read. */
@@ -85,7 +90,8 @@ void hak_secure_keys_init(void) { keys(); }
  * returns, and keep no registers.) */
 static inline keys_t keys_chosen(void) {
   return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed),
-                   atomic_load_explicit(&process_key2, memory_order_relaxed) };
+                   atomic_load_explicit(&process_key2, memory_order_relaxed),
+                   atomic_load_explicit(&process_tag_key, memory_order_relaxed) };
 }
 
 /* A keyed hash of an address, for the canary masks: the 128-bit product of
@@ -449,7 +455,7 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
 #define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
 #define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
 
-static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.k1; }
+static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
 
 /* Quarantined blocks start at their block, so their second word is theirs
  * (a block inside its block, from an aligned allocation, skips quarantine). */
@@ -475,12 +481,12 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   return canary_check(ks, op, p, ref->usable);
 }
 
-/* The fill, as four two-word vectors: the first holds the tag in its
- * second word. In a block of less than QUARANTINE_FILL bytes (16 to 48:
- * the smallest classes) the other three are placed at most at its last
- * 16 bytes, overlapping; in a 16-byte block they fall on the first, which
- * is written last (and they are checked as it). The same stores and loads
- * at every size, so no branch on it (the sizes a program frees come in no
+/* The fill, as four copies of one two-word vector (FREED_WORD, the tag).
+ * In a block of less than QUARANTINE_FILL bytes (16 to 48: the smallest
+ * classes) the last three are placed at most at its last 16 bytes,
+ * overlapping (in a 16-byte block, all on the first): all the same, so
+ * each is checked against the one vector. The same stores and loads at
+ * every size, so no branch on it (the sizes a program frees come in no
  * order a branch predictor learns). */
 typedef uint64_t fill_t __attribute__((vector_size(16)));
 
@@ -488,16 +494,16 @@ typedef uint64_t fill_t __attribute__((vector_size(16)));
 static inline size_t fill_at(size_t usable, size_t at) { return usable - 16 < at ? usable - 16 : at; }
 
 static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
-  fill_t first = { FREED_WORD, quarantine_tag(ks, p) }, rest = { FREED_WORD, FREED_WORD };
-  for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &rest, 16);
-  memcpy(p, &first, 16);
+  fill_t v = { FREED_WORD, quarantine_tag(ks, p) };
+  memcpy(p, &v, 16);
+  for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &v, 16);
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported. */
 static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
   const uint64_t *w = p;
   size_t i = 0;
-  while (i + 1 < fill / 8 && w[i] == (i == 1 ? quarantine_tag(keys(), p) : FREED_WORD)) i++;
+  while (i + 1 < fill / 8 && w[i] == (i % 2 == 1 ? quarantine_tag(keys(), p) : FREED_WORD)) i++;
   hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
 }
 
@@ -509,13 +515,12 @@ static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable
 }
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  uintptr_t tag = quarantine_tag(ks, p);
-  fill_t a, x, first = { FREED_WORD, tag }, rest = { FREED_WORD, usable == 16 ? tag : FREED_WORD };
+  fill_t a, x, v = { FREED_WORD, quarantine_tag(ks, p) };
   memcpy(&a, p, 16);
-  x = a ^ first;
+  x = a ^ v;
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) {
     memcpy(&a, (const uint8_t *)p + fill_at(usable, at), 16);
-    x |= a ^ rest;
+    x |= a ^ v;
   }
   uint64_t diff = x[0] | x[1];
   if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
