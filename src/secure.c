@@ -318,11 +318,28 @@ static inline const uint8_t *pattern_second(const uint8_t *pattern, const uint8_
   return pattern + 8 < end - HAK_CANARY_SIZE ? pattern + 8 : end - HAK_CANARY_SIZE;
 }
 
-/* The masks of the pattern words, for n pattern bytes: the 16 bytes from
- * pattern_masks + CANARY_PATTERN - n, whose first n are 0xff. */
-static const uint8_t pattern_masks[2 * CANARY_PATTERN] = {
-  0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+/* The bytes of the pattern words that are not pattern bytes, for n
+ * pattern bytes: the 16 bytes from pattern_skip + CANARY_PATTERN - n, whose
+ * first n are 0 and the rest 0xff. */
+static const uint8_t pattern_skip[2 * CANARY_PATTERN] = {
+  [CANARY_PATTERN ... 2 * CANARY_PATTERN - 1] = 0xff,
 };
+
+/* 16 bytes compared byte by byte: a compare's result is 0xff or 0 in each. */
+typedef char bytes16_t __attribute__((vector_size(16)));
+
+/* Whether each byte of r is 0xff. On x86-64, a byte-mask move and one
+ * compare (folding the two halves as words takes GCC four instructions and
+ * a test). */
+static inline bool all_set(bytes16_t r) {
+#if defined(__x86_64__)
+  return __builtin_ia32_pmovmskb128(r) == 0xffff;
+#else
+  uint64_t half[2];
+  memcpy(half, &r, sizeof half);
+  return (half[0] & half[1]) == UINT64_MAX;
+#endif
+}
 
 /* Write the canary of p, `usable` bytes to its block's end, allocated for
  * hak_secure_request(size) by `family`. A slack too large for the trailer
@@ -438,15 +455,16 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
   __asm__("" : "+r"(n));   /* (else the compiler branches on slack < 8 below) */
-  /* Both words in one vector, masked (the masks' 0 bytes are not pattern
-   * bytes) and compared with the pattern. */
+  /* Both words in one vector, compared with the pattern byte by byte (the
+   * bytes that are not pattern bytes pass). */
   typedef uint64_t words_t __attribute__((vector_size(16)));
-  words_t words, pmask;
+  words_t words;
+  bytes16_t skip;
   memcpy(&words[0], pattern, 8);
   memcpy(&words[1], pattern_second(pattern, end), 8);
-  memcpy(&pmask, pattern_masks + CANARY_PATTERN - n, 16);
-  words_t diff = (words ^ (words_t){ CANARY_WORD, CANARY_WORD }) & pmask;
-  if (hak_unlikely((diff[0] | diff[1]) != 0)) canary_failed(op, p, usable);
+  memcpy(&skip, pattern_skip + CANARY_PATTERN - n, 16);
+  if (hak_unlikely(!all_set(((bytes16_t)words == (char)CANARY_BYTE) | skip)))
+    canary_failed(op, p, usable);
   return size;
 }
 
@@ -515,15 +533,14 @@ static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable
 }
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  fill_t a, x, v = { FREED_WORD, quarantine_tag(ks, p) };
+  fill_t a, v = { FREED_WORD, quarantine_tag(ks, p) };
   memcpy(&a, p, 16);
-  x = a ^ v;
+  bytes16_t same = (bytes16_t)a == (bytes16_t)v;
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) {
     memcpy(&a, (const uint8_t *)p + fill_at(usable, at), 16);
-    x |= a ^ v;
+    same &= (bytes16_t)a == (bytes16_t)v;
   }
-  uint64_t diff = x[0] | x[1];
-  if (hak_unlikely(diff != 0)) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
+  if (hak_unlikely(!all_set(same))) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
   if (hak_unlikely(hak_option(HAK_OPT_ZERO_ON_FREE))) {
     release_zeroed(heap, p, usable);
     return;
