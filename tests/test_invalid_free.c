@@ -158,46 +158,59 @@ static void double_free_medium(void) { double_free_of_size(100 * KiB); }
 static void double_free_large(void) { double_free_of_size(2 * MiB); }
 static void double_free_huge(void) { double_free_of_size(40 * MiB); }
 /* The same misuses by a thread that does not own the page: its frees take
- * the remote route (src/free.c, block_check_remote), whose exact check must
- * catch them as the owner's does. The owner stays alive and keeps its heap,
- * so the page stays owned. */
+ * the remote route (src/free.c, hak_free_generic), whose exact check must
+ * catch them as the owner's does: the slice's check for a one-slice page,
+ * hak_page_block_of for a medium block's page of several slices. The owner
+ * stays alive and keeps its heap, so the page stays owned. */
 static struct { char *handed_out, *page; size_t block_size; } lent;
 static pthread_barrier_t lent_ready;
 
-static void *lend_page(void *arg)
+/* The owner: takes its block (into `lent`), then waits for good. */
+static void *lend(void *take_block)
 {
-    (void)arg;
-    lent.page = fresh_page(&lent.block_size, &lent.handed_out);
+    ((void (*)(void))take_block)();
     pthread_barrier_wait(&lent_ready);
     for (;;) pause();
     return NULL;
 }
 
-static void borrow_page(void)
+static void take_fresh_page(void) { lent.page = fresh_page(&lent.block_size, &lent.handed_out); }
+
+static void take_medium_block(void)
+{
+    hak_thread_own_heap();
+    lent.handed_out = malloc(12 * KiB);
+    CHECK(lent.handed_out != NULL);
+}
+
+static void borrow(void (*take_block)(void))
 {
     pthread_barrier_init(&lent_ready, NULL, 2);
-    hak_thread_start(lend_page, NULL);
+    hak_thread_start(lend, (void *)take_block);
     pthread_barrier_wait(&lent_ready);
 }
 
-static void double_free_remote(void)
+static void double_free_lent(void)
 {
-    borrow_page();
     hak_announce(lent.handed_out);
     free(lent.handed_out);
     free(lent.handed_out);
 }
 
-static void free_interior_remote(void)
+static void free_interior_lent(void)
 {
-    borrow_page();
     hak_announce(lent.handed_out + 16);
     free(lent.handed_out + 16);
 }
 
+static void double_free_remote(void) { borrow(take_fresh_page); double_free_lent(); }
+static void free_interior_remote(void) { borrow(take_fresh_page); free_interior_lent(); }
+static void double_free_medium_remote(void) { borrow(take_medium_block); double_free_lent(); }
+static void free_interior_medium_remote(void) { borrow(take_medium_block); free_interior_lent(); }
+
 static void free_carved_never_handed_out_remote(void)
 {
-    borrow_page();
+    borrow(take_fresh_page);
     char *carved = lent.handed_out == lent.page ? lent.page + lent.block_size : lent.page;
     hak_announce(carved);
     free(carved);
@@ -205,47 +218,13 @@ static void free_carved_never_handed_out_remote(void)
 
 static void free_never_carved_remote(void)
 {
-    borrow_page();
+    borrow(take_fresh_page);
     hak_announce(lent.page + 12 * lent.block_size);
     free(lent.page + 12 * lent.block_size);
 }
 
-/* The same by another thread for a medium block, in a page of several
- * slices, whose exact check is another (hak_page_block_of); and p + 16 by
- * its owner, whose free of such a page skips the fast path's check too. */
-static void *lend_medium_block(void *arg)
-{
-    (void)arg;
-    hak_thread_own_heap();
-    lent.handed_out = malloc(12 * KiB);
-    CHECK(lent.handed_out != NULL);
-    pthread_barrier_wait(&lent_ready);
-    for (;;) pause();
-    return NULL;
-}
-
-static void borrow_medium_block(void)
-{
-    pthread_barrier_init(&lent_ready, NULL, 2);
-    hak_thread_start(lend_medium_block, NULL);
-    pthread_barrier_wait(&lent_ready);
-}
-
-static void double_free_medium_remote(void)
-{
-    borrow_medium_block();
-    hak_announce(lent.handed_out);
-    free(lent.handed_out);
-    free(lent.handed_out);
-}
-
-static void free_interior_medium_remote(void)
-{
-    borrow_medium_block();
-    hak_announce(lent.handed_out + 16);
-    free(lent.handed_out + 16);
-}
-
+/* p + 16 of a medium block by its owner, whose free of a page of several
+ * slices skips the fast path's check too. */
 static void free_interior_medium(void)
 {
     hak_thread_own_heap();
