@@ -386,17 +386,20 @@ static inline hak_slice_t hak_slice_check_for(size_t block_size, size_t capacity
   return (hak_slice_t){ NULL, (uint32_t)recip, (uint32_t)(capacity * e) };
 }
 
+/* The check itself, given a slice's recip and bound (see hak_slice_t). */
+static inline bool hak_block_check_with(uint32_t recip, uint32_t bound, const void *p) {
+  return (uint32_t)(uint16_t)(uintptr_t)p * recip < bound;
+}
 /* True if p starts a block carved in the one-slice page at its slice. */
 static inline bool hak_block_check(const hak_slice_t *check, const void *p) {
-  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * check->recip;
-  return x < check->bound;
+  return hak_block_check_with(check->recip, check->bound, p);
 }
 /* The same check by any thread, the owner or not: a block the caller was
  * handed was carved before the hand-over, so the bound this reads covers
  * it (a page's bound only grows while the page lives). */
 static inline bool hak_block_check_shared(const hak_slice_t *check, const void *p) {
-  uint32_t x = (uint32_t)(uint16_t)(uintptr_t)p * __atomic_load_n(&check->recip, __ATOMIC_RELAXED);
-  return x < __atomic_load_n(&check->bound, __ATOMIC_RELAXED);
+  return hak_block_check_with(__atomic_load_n(&check->recip, __ATOMIC_RELAXED),
+                              __atomic_load_n(&check->bound, __ATOMIC_RELAXED), p);
 }
 static inline uint8_t *hak_page_area(const hak_page_t *page) {   /* first byte of the span */
   hak_segment_t *seg = hak_segment_of(page);

@@ -54,8 +54,8 @@ HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const
 static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
   hak_block_t *next = (hak_block_t *)((uintptr_t)b->next ^ page->secret ^ (uintptr_t)&b->next);
   if (hak_likely((((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
-                 (uint32_t)(uint16_t)(uintptr_t)next * __atomic_load_n(&page->check_recip, __ATOMIC_RELAXED) <
-                     __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED)))
+                 hak_block_check_with(__atomic_load_n(&page->check_recip, __ATOMIC_RELAXED),
+                                      __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED), next)))
     return next;
   if (next == NULL) return NULL;   /* (the end of the list: tested here, as it is never in b's slice) */
   bool ok = false;
