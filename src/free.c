@@ -238,12 +238,19 @@ static void recent_release(hak_heap_t *heap, hak_block_t *b) {
   }
 }
 
+/* The oldest block of a ring that holds one. */
+static inline hak_block_t *recent_oldest(const hak_recent_t *r) {
+  return r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count) % HAK_RECENT_DEPTH];
+}
+
 static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
   hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
   hak_block_t *oldest = NULL;
-  if (r->count == HAK_RECENT_DEPTH)
-    oldest = r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count--) % HAK_RECENT_DEPTH];
+  if (r->count == HAK_RECENT_DEPTH) {
+    oldest = recent_oldest(r);
+    r->count--;
+  }
   r->top = (uint8_t)((r->top + 1u) % HAK_RECENT_DEPTH);
   r->slot[r->top] = b;
   r->count++;
@@ -257,8 +264,7 @@ static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
 void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
   for (size_t i = 0; i < HAK_RECENT_BINS; i++) {
     hak_recent_t *r = &heap->recent[i];
-    for (; r->count > keep; r->count--)
-      recent_release(heap, r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count) % HAK_RECENT_DEPTH]);
+    for (; r->count > keep; r->count--) recent_release(heap, recent_oldest(r));
   }
 }
 
