@@ -458,8 +458,8 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
   int dense = -1;   /* not asked yet */
-  if (span->block_size >= HAK_THP_SIZE) dense = large_use_is_dense();
-  span->huge_pages = dense > 0 && hak_option(HAK_OPT_HUGE_PAGES) && hak_os_huge_pages(p, span->block_size, true);
+  if (span->block_size >= HAK_THP_SIZE && hak_option(HAK_OPT_HUGE_PAGES)) dense = large_use_is_dense();
+  span->huge_pages = dense > 0 && hak_os_huge_pages(p, span->block_size, true);
   if (zero) dense = large_zero(span, p, size, dirty, dense);
   if (!dirty && dense == 0)   /* plain, and not resident before: its use will tell */
     atomic_store_explicit(&large_probe, (uintptr_t)p | ((size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT), memory_order_relaxed);
