@@ -235,7 +235,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   while (page != NULL) {
     hak_page_t *next = page->next;
     hak_page_gather_frees(page);
-    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page);
+    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, heap == &shared_heap);
     if (page->free != NULL) {
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
@@ -252,7 +252,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   if ((page = hak_reclaim_adopt(heap, bin)) != NULL) {
     if (page->free == NULL && page->capacity == page->reserved)
       hak_fatal("internal error: adopted page %p has no free block", (void *)page);
-    if (page->free == NULL) hak_page_extend(page);
+    if (page->free == NULL) hak_page_extend(page, heap == &shared_heap);
     hak_heap_queue_push_front(heap, page);
     return page;
   }
@@ -260,7 +260,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
   if (page == NULL) return NULL;
   hak_page_init(heap, page, bin);
-  hak_page_extend(page);
+  hak_page_extend(page, heap == &shared_heap);
   hak_heap_queue_push_front(heap, page);
   hak_counter_inc(&heap->stats[bin].pages_new);
   return page;

@@ -692,7 +692,7 @@ HAK_INTERNAL void hak_huge_fork_child(void);
 /* page.c: one page's blocks, as its owner sees them */
 HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
 HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
-HAK_INTERNAL void hak_page_extend(hak_page_t *page);
+HAK_INTERNAL void hak_page_extend(hak_page_t *page, bool sparing);
 HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
 HAK_INTERNAL void hak_page_use_gathered(hak_page_t *page);
 HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
