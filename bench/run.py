@@ -127,6 +127,10 @@ WORKLOADS = [
              ["workerpool", "--producers=16", "--slots=4096", "--size=592", "--ops=200K"],
              ["workerpool", "--producers=16", "--slots=4096", "--size=592", "--ops=50K"],
              metrics=("rss_per_live",)),
+    Workload("manythreads", "1000 live threads each holding 10 blocks of 16 B-3 KiB (quick: 250): what a thread that keeps a few blocks costs in RSS",
+             ["manythreads", "--threads=1000", "--blocks=10"],
+             ["manythreads", "--threads=250", "--blocks=10"],
+             metrics=("rss_held_kb", "rss_per_live")),
     Workload("sqlite", "sqlite3 shell, in-memory database: generated table, index, update, delete, sort, group; output checked",
              [80000], [20000], sqlite=True),
 ]
