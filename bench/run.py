@@ -285,7 +285,10 @@ def ratios_to_peers(medians, metrics):
 
 
 def best_peer(medians):
-    """Per measure, the peer with the lowest median and hakmem / it."""
+    """Per measure, the peer with the lowest median and hakmem / it. For
+    time, also the larger of the two allocators' run-to-run spreads, and
+    whether the ratio's distance from 1 lies within it (noise: either side
+    could lead on a rerun)."""
     hak = medians.get("hakmem")
     if not hak or hak["failed"]:
         return {}
@@ -296,6 +299,9 @@ def best_peer(medians):
         if peers:
             value, peer = min(peers)
             out[name] = {"peer": peer, "ratio": hak[key] / value}
+            if name == "time" and "spread" in hak and "spread" in medians[peer]:
+                spread = max(hak["spread"], medians[peer]["spread"])
+                out[name].update(spread=spread, noise=abs(hak[key] / value - 1) <= spread)
     return out
 
 
@@ -385,7 +391,9 @@ def print_summary(summ, best_by_workload, total_workloads):
         print(f"  {w:<15} " + " ".join(cells))
     for m, label in (("time", "time"), ("rss", "peak RSS"), ("heap_rss", "heap RSS")):
         behind = summ["behind_best"].get(m, {})
-        names = ", ".join(f"{w} {r['ratio']:.2f}x {r['peer']}" for w, r in behind.items()) or "none"
+        names = ", ".join(f"{w} {r['ratio']:.2f}x {r['peer']}"
+                          + (f" (within the {r['spread']:.0%} spread: noise)" if r.get("noise") else "")
+                          for w, r in behind.items()) or "none"
         print(f"hakmem > 1.05x the best peer in {label}: {names}")
 
 

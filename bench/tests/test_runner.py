@@ -140,6 +140,16 @@ class BuildMeasured(unittest.TestCase):
         self.assertEqual(run.best_peer(med)["time"]["peer"], "glibc")
         self.assertEqual(run.secure_ratios(med), {"time": 1.5, "rss": 1.0, "heap_rss": 1.0})
 
+    def test_best_peer_marks_time_ratios_within_the_spread(self):
+        def med(hak_time, hak_spread, peer_spread):
+            return {"hakmem": {"failed": 0, "time_s": hak_time, "spread": hak_spread, "rss_kb": 100, "heap_rss_kb": 50},
+                    "glibc": {"failed": 0, "time_s": 1.0, "spread": peer_spread, "rss_kb": 100, "heap_rss_kb": 50}}
+        best = run.best_peer(med(1.10, 0.04, 0.15))["time"]
+        self.assertEqual((best["peer"], best["spread"], best["noise"]), ("glibc", 0.15, True))
+        self.assertFalse(run.best_peer(med(1.10, 0.04, 0.06))["time"]["noise"])
+        self.assertFalse(run.best_peer(med(0.80, 0.10, 0.10))["time"]["noise"])   # a lead beyond the spread
+        self.assertNotIn("noise", run.best_peer(med(1.10, 0.04, 0.06))["rss"])
+
     def test_run_py_takes_the_commit_once(self):
         # At the start, for the result's commit, hakmem's version and the
         # conditions alike (it used to take it again at the end).
