@@ -150,6 +150,51 @@ static void idle_living_thread(void)
     pthread_join(t, NULL);
 }
 
+/* Living threads free their own medium blocks (9-32 KiB: the classes whose
+ * last freed blocks wait in the thread's ring, free.c), then block: the
+ * blocks kept in the rings must not pin their pages. */
+#define RING_THREADS 16
+#define RING_CLASSES 16
+#define RING_BLOCKS 8
+
+static pthread_barrier_t ring_filled, ring_freed, ring_done;
+
+static void *fill_ring_classes_free_then_wait(void *arg)
+{
+    (void)arg;
+    void *own[RING_CLASSES][RING_BLOCKS];
+    for (int c = 0; c < RING_CLASSES; c++)
+        for (int i = 0; i < RING_BLOCKS; i++) {
+            size_t size = 8 * KiB + 1 + (size_t)c * 1536;
+            own[c][i] = malloc(size);
+            CHECK(own[c][i] != NULL);
+            memset(own[c][i], 0x3C, size);
+        }
+    pthread_barrier_wait(&ring_filled);
+    for (int c = 0; c < RING_CLASSES; c++)
+        for (int i = 0; i < RING_BLOCKS; i++) free(own[c][i]);
+    pthread_barrier_wait(&ring_freed);
+    pthread_barrier_wait(&ring_done);   /* alive and idle while main watches */
+    return NULL;
+}
+
+static void idle_living_threads_medium(void)
+{
+    pthread_barrier_init(&ring_filled, NULL, RING_THREADS + 1);
+    pthread_barrier_init(&ring_freed, NULL, RING_THREADS + 1);
+    pthread_barrier_init(&ring_done, NULL, RING_THREADS + 1);
+    size_t base = hak_rss_bytes();
+    pthread_t t[RING_THREADS];
+    for (int i = 0; i < RING_THREADS; i++) t[i] = hak_thread_start(fill_ring_classes_free_then_wait, NULL);
+    pthread_barrier_wait(&ring_filled);
+    size_t held = hak_rss_bytes() - base;
+    CHECKF(held > 20 * MiB, "only %zu MiB resident for the blocks", held / MiB);
+    pthread_barrier_wait(&ring_freed);
+    wait_below(base + held / 4, base + held, "living threads freed their medium blocks and idle");
+    pthread_barrier_wait(&ring_done);
+    for (int i = 0; i < RING_THREADS; i++) pthread_join(t[i], NULL);
+}
+
 /* Blocks another thread frees into pages their living owner still holds
  * (not full, so not abandoned) wait there until the owner allocates again;
  * an owner that does not must not pin them. Medium blocks, a page's worth
@@ -299,6 +344,7 @@ int main(int argc, char **argv)
     RUN_CASE(one_purger_once_needed);
     RUN_CASE(freed_by_thread_that_never_allocated);
     RUN_CASE(idle_living_thread);
+    RUN_CASE(idle_living_threads_medium);
     RUN_CASE(freed_into_an_idle_owners_pages);
     RUN_CASE(huge_cache_when_idle);
     RUN_CASE(purger_across_fork);

@@ -297,8 +297,9 @@ static void own_abandoned_page_is_taken_back(void) {
 
 /* A medium block the owner frees is the next one its class hands out
  * (heap->recent, free.c), still counted used by its page and tagged free:
- * freeing it twice is reported like any double free, and a thread that
- * exits puts it back, so its page empties and goes back to the arena. */
+ * freeing it twice is reported like any double free; a free that leaves
+ * nothing of its page in use but kept blocks lets them go, and so does a
+ * thread that exits, so the page empties and goes back to the arena. */
 enum { RECENT_SIZE = 12 * 1024 };
 
 static void free_recent_block_twice(void) {
@@ -334,8 +335,12 @@ static void medium_frees_are_reused_first(void) {
   hak_heap_t *heap = hak_heap_get();
   heap->heartbeat = HAK_HEARTBEAT;   /* no beat before the one this case asks for */
   enum { N = HAK_RECENT_DEPTH + 1 };
+  void *keep = hak_malloc(RECENT_SIZE);   /* in use throughout: the page never holds kept blocks only */
   void *b[N];
-  for (size_t i = 0; i < N; i++) b[i] = hak_malloc(RECENT_SIZE);
+  for (size_t i = 0; i < N; i++) {
+    b[i] = hak_malloc(RECENT_SIZE);
+    CHECKF(page_of(b[i]) == page_of(keep), "block %zu in the page of the others", i);
+  }
   size_t used = used_of_pages(b, N);
   hak_free(b[0]);
   CHECKF(used_of_pages(b, N) == used && hak_page_is_valid(page_of(b[0])), "still counted used, page valid");
@@ -356,6 +361,11 @@ static void medium_frees_are_reused_first(void) {
          "only the newest kept after the heartbeat");
   CHECKF(hak_malloc(RECENT_SIZE) == b[N - 1], "and handed out first");
   hak_free(b[N - 1]);
+  hak_page_t *page = page_of(keep);
+  CHECKF(hak_page_used(page) == 2, "keep and the kept b[%d] counted used", N - 1);
+  hak_free(keep);   /* nothing of the page in use but kept blocks: the ring lets them go */
+  CHECKF(recent_newest(heap, page->bin) == NULL && page->span_kind == HAK_SPAN_FREE,
+         "the ring emptied and the page went back to its arena");
 
   hak_child_report r = hak_run_in_child(free_recent_block_twice);
   CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "status %d", r.status);
