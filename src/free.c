@@ -254,13 +254,17 @@ static unsigned recent_in_page(const hak_recent_t *r, const hak_page_t *page) {
   return n;
 }
 
+/* Give the ring's oldest blocks back to their pages until `keep` are left. */
+static void recent_release_down_to(hak_heap_t *heap, hak_recent_t *r, unsigned keep) {
+  for (; r->count > keep; r->count--) recent_release(heap, recent_oldest(r));
+}
+
 /* If nothing of the page is in use but blocks in the ring, let the ring go
  * now, so that the page goes back to its arena: kept, those blocks would
  * pin it for as long as the thread allocates nothing of the class (an idle
  * thread: for ever; 16 such threads held 38 MiB after malloc_trim). */
 static HAK_NOINLINE void release_if_only_kept(hak_heap_t *heap, hak_recent_t *r, const hak_page_t *page) {
-  if (hak_page_used(page) == recent_in_page(r, page))
-    for (; r->count > 0; r->count--) recent_release(heap, recent_oldest(r));
+  if (hak_page_used(page) == recent_in_page(r, page)) recent_release_down_to(heap, r, 0);
 }
 
 static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
@@ -283,10 +287,7 @@ static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * but one at the heartbeat (alloc.c), so blocks of classes the thread has
  * stopped using (a buffer realloc grew past them) do not stay for good. */
 void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
-  for (size_t i = 0; i < HAK_RECENT_BINS; i++) {
-    hak_recent_t *r = &heap->recent[i];
-    for (; r->count > keep; r->count--) recent_release(heap, recent_oldest(r));
-  }
+  for (size_t i = 0; i < HAK_RECENT_BINS; i++) recent_release_down_to(heap, &heap->recent[i], keep);
 }
 
 /* A checked block of a page this heap owns: a medium one waits in
