@@ -231,11 +231,12 @@ void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
  * up, then a fresh span. NULL when out of memory. */
 hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   hak_page_queue_t *q = &heap->queues[bin];
+  bool sparing = heap == &shared_heap;   /* its pages carve an OS page at a time (hak_page_extend) */
   hak_page_t *page = q->first;
   while (page != NULL) {
     hak_page_t *next = page->next;
     hak_page_gather_frees(page);
-    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, heap == &shared_heap);
+    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, sparing);
     if (page->free != NULL) {
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
@@ -252,7 +253,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   if ((page = hak_reclaim_adopt(heap, bin)) != NULL) {
     if (page->free == NULL && page->capacity == page->reserved)
       hak_fatal("internal error: adopted page %p has no free block", (void *)page);
-    if (page->free == NULL) hak_page_extend(page, heap == &shared_heap);
+    if (page->free == NULL) hak_page_extend(page, sparing);
     hak_heap_queue_push_front(heap, page);
     return page;
   }
@@ -260,7 +261,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   page = hak_span_alloc(heap->arena, hak_page_slices_for(hak_bin_size(bin)), HAK_SPAN_PAGE, NULL);
   if (page == NULL) return NULL;
   hak_page_init(heap, page, bin);
-  hak_page_extend(page, heap == &shared_heap);
+  hak_page_extend(page, sparing);
   hak_heap_queue_push_front(heap, page);
   hak_counter_inc(&heap->stats[bin].pages_new);
   return page;
