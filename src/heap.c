@@ -99,8 +99,12 @@ static void heaps_unlink(hak_heap_t *heap) {
   if (heap->list_next) heap->list_next->list_prev = heap->list_prev;
 }
 
-static void heap_setup(hak_heap_t *heap, hak_arena_t *arena) {
-  memset(heap, 0, sizeof *heap);
+/* `zeroed`: the heap's memory is all zero already (fresh from the OS, or
+ * the shared heap's static storage), so clearing it would only make its
+ * untouched pages resident: a thread that uses a few classes touches the
+ * entries of those, not all of its ~10 KiB. A recycled heap is cleared. */
+static void heap_setup(hak_heap_t *heap, hak_arena_t *arena, bool zeroed) {
+  if (!zeroed) memset(heap, 0, sizeof *heap);
   for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;
   heap->arena = arena;
   heap->heartbeat = HAK_HEARTBEAT;
@@ -112,7 +116,7 @@ static void heap_setup(hak_heap_t *heap, hak_arena_t *arena) {
 static hak_heap_t *shared_heap_acquire(void) {
   hak_lock(&shared_heap_lock);
   if (!shared_heap_ready) {
-    heap_setup(&shared_heap, hak_arena_first());
+    heap_setup(&shared_heap, hak_arena_first(), true);
     shared_heap_ready = true;
   }
   return &shared_heap;
@@ -125,12 +129,13 @@ hak_heap_t *hak_heap_thread_init(void) {
   hak_heap_t *heap = heaps_spare;
   if (heap) heaps_spare = heap->list_next;
   hak_unlock(&heaps_lock);
+  bool zeroed = heap == NULL;
   if (heap == NULL) {
     /* Heaps come straight from the OS: malloc cannot be used to make malloc. */
     heap = hak_os_alloc_aligned(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
     if (heap == NULL) return NULL;
   }
-  heap_setup(heap, hak_arena_for_new_heap());
+  heap_setup(heap, hak_arena_for_new_heap(), zeroed);
   hak_tls_heap = heap;   /* before setspecific, which may itself allocate */
   if (atomic_load_explicit(&heap_key_ready, memory_order_acquire)) pthread_setspecific(heap_key, heap);
   return heap;

@@ -1,52 +1,82 @@
 /* Per-thread footprint: many live threads each holding a few small blocks
- * must cost about what the blocks and the thread's stack do (1,000 threads
- * holding 10 blocks each used 152 MB resident for 16 MB live, then 61 MB
- * with a page carved an OS page at a time; glibc 26 MB). Their first
- * allocations come from the shared heap, so they share pages. Each thread
- * here takes 10 blocks of 16 B - 3 KiB (~15 KiB), all in use until every
- * thread has measured in. */
+ * must cost about what the blocks and the thread's stack do.
+ *
+ * - few_blocks: 10 blocks of 16 B - 3 KiB (~15 KiB) per thread. (1,000
+ *   such threads used 152 MB resident for 16 MB live, then 61 MB with a
+ *   page carved an OS page at a time; glibc 26 MB.) Their first
+ *   allocations come from the shared heap, so they share pages.
+ * - own_heap: 100 blocks of 32 B per thread, past the shared heap's
+ *   share, so each thread has a heap of its own: the heap costs the
+ *   entries the thread uses, not its whole ~10 KiB (here 25 KiB per
+ *   thread while a new heap was cleared whole, 17 since).
+ *
+ * Every block stays in use until every thread has measured in. Stacks are
+ * 64 KiB, of which a thread touches a few pages. */
+#include <stdatomic.h>
 #include "hak_test.h"
 
 #define THREADS 200
-#define BLOCKS 10
-#define BOUND_PER_THREAD (40 * KiB)   /* was ~150 KiB, then ~60; now ~26 (stack included) */
+
+typedef struct {
+    int blocks;
+    size_t min, max;
+} holding_t;
 
 static pthread_barrier_t filled, done;
+static atomic_uint lanes;   /* each thread's seed: 1, 2, ... */
 
 static void *hold_blocks(void *arg)
 {
-    hak_rng rng = hak_rng_seed((uintptr_t)arg);
-    void *p[BLOCKS];
-    for (int i = 0; i < BLOCKS; i++) {
-        size_t size = hak_rng_range(&rng, 16, 3 * KiB);
+    const holding_t *h = arg;
+    hak_rng rng = hak_rng_seed(atomic_fetch_add(&lanes, 1) + 1);
+    void *p[128];
+    for (int i = 0; i < h->blocks; i++) {
+        size_t size = hak_rng_range(&rng, h->min, h->max);
         p[i] = malloc(size);
         CHECK(p[i] != NULL);
         memset(p[i], 1, size);
     }
     pthread_barrier_wait(&filled);
     pthread_barrier_wait(&done);
-    for (int i = 0; i < BLOCKS; i++) free(p[i]);
+    for (int i = 0; i < h->blocks; i++) free(p[i]);
     return NULL;
 }
 
-static void many_threads_few_blocks(void)
+/* THREADS threads each holding h's blocks: resident memory per thread
+ * below `bound`. */
+static void threads_hold(const holding_t *h, size_t bound)
 {
     pthread_t t[THREADS];
+    atomic_store(&lanes, 0);
     pthread_barrier_init(&filled, NULL, THREADS + 1);
     pthread_barrier_init(&done, NULL, THREADS + 1);
     size_t before = hak_rss_bytes();
-    for (size_t i = 0; i < THREADS; i++) t[i] = hak_thread_start(hold_blocks, (void *)(i + 1));
+    for (size_t i = 0; i < THREADS; i++) t[i] = hak_thread_start(hold_blocks, (void *)h);
     pthread_barrier_wait(&filled);
     size_t per_thread = (hak_rss_bytes() - before) / THREADS;
-    printf("     %d threads holding %d blocks each: %zu KiB resident per thread\n", THREADS, BLOCKS, per_thread / KiB);
-    CHECKF(per_thread < BOUND_PER_THREAD * HAK_RSS_SLACK, "%zu KiB per thread", per_thread / KiB);
+    printf("     %d threads holding %d blocks of %zu-%zu B: %zu KiB resident per thread\n",
+           THREADS, h->blocks, h->min, h->max, per_thread / KiB);
+    CHECKF(per_thread < bound * HAK_RSS_SLACK, "%zu KiB per thread", per_thread / KiB);
     pthread_barrier_wait(&done);
     for (size_t i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&filled);
+    pthread_barrier_destroy(&done);
+}
+
+static void few_blocks(void)
+{
+    threads_hold(&(holding_t){ .blocks = 10, .min = 16, .max = 3 * KiB }, 40 * KiB);
+}
+
+static void own_heap(void)
+{
+    threads_hold(&(holding_t){ .blocks = 100, .min = 32, .max = 32 }, 24 * KiB);
 }
 
 int main(void)
 {
     hak_test_begin("test_thread_footprint");
-    RUN_CASE(many_threads_few_blocks);
+    RUN_CASE(few_blocks);
+    RUN_CASE(own_heap);
     return 0;
 }
