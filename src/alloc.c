@@ -77,7 +77,7 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
  * heap was given up at thread exit (see heap.c: the shared heap). The
  * purger may be due to start, which it cannot under the shared heap's lock. */
 static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
-  hak_heap_t *heap = hak_heap_for_allocation(size);
+  hak_heap_t *heap = hak_heap_for_allocation(&size);
   if (heap == NULL) { errno = ENOMEM; return NULL; }
   void *p = malloc_slow(size, heap, zero);
   hak_heap_release(heap);
@@ -167,7 +167,7 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
        * and the block comes from a page in the heap's queue. */
       hak_heap_t *heap = hak_heap_get();
       bool borrowed = heap == &hak_heap_empty;
-      if (borrowed && (heap = hak_heap_for_allocation(over)) == NULL) { errno = ENOMEM; return NULL; }
+      if (borrowed && (heap = hak_heap_for_allocation(&over)) == NULL) { errno = ENOMEM; return NULL; }
       uint8_t *p = malloc_from_pages(over, hak_bin_of(over), heap, false);
       uint8_t *q = p;
       if (p != NULL) q = (uint8_t *)hak_align_up((uintptr_t)p, align);

@@ -418,8 +418,9 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
   (void)align;
   if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
 #else
-  /* An aligned block may be carved from a request of size + align. */
-  size_t most = align > HAK_ALIGN ? hak_good_size(size + align) : hak_good_size(size);
+  /* An aligned block may be carved from a request of size + align, and a
+   * thread's first small blocks are whole cache lines (heap.c). */
+  size_t most = hak_good_size(hak_align_up(align > HAK_ALIGN ? size + align : size, HAK_SHARED_LINE));
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
 #endif

@@ -724,11 +724,13 @@ HAK_INTERNAL void hak_heap_key_create(void);
  * exit, the shared heap, locked. Either way hand it back with
  * hak_heap_release after the operation. NULL: out of memory. */
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
-/* For an allocation of `size` bytes by a thread that has no heap: the
+/* For an allocation of `*size` bytes by a thread that has no heap: the
  * shared heap, locked, for its first HAK_YOUNG_ALLOCS small blocks (see
- * heap.c), else its own new heap. */
+ * heap.c), else its own new heap. From the shared heap, *size is rounded
+ * up to whole cache lines, which the caller then allocates. */
 #define HAK_YOUNG_ALLOCS 64
-HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(size_t size);
+#define HAK_SHARED_LINE  64
+HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(size_t *size);
 /* The shared heap, locked. */
 HAK_INTERNAL hak_heap_t *hak_heap_shared(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);

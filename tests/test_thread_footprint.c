@@ -11,7 +11,11 @@
  *   thread while a new heap was cleared whole, 17 since).
  *
  * Every block stays in use until every thread has measured in. Stacks are
- * 64 KiB, of which a thread touches a few pages. */
+ * 64 KiB, of which a thread touches a few pages.
+ *
+ * - own_lines: the blocks threads take from the shared heap never share a
+ *   cache line across threads (else each thread's writes would take the
+ *   line from the other: false sharing). */
 #include <stdatomic.h>
 #include "hak_test.h"
 
@@ -73,10 +77,51 @@ static void own_heap(void)
     threads_hold(&(holding_t){ .blocks = 100, .min = 32, .max = 32 }, 24 * KiB);
 }
 
+#define LINE_THREADS 8
+#define LINE_BLOCKS 16
+
+static void *young_blocks[LINE_THREADS][LINE_BLOCKS];
+static pthread_barrier_t start_line;
+
+static void *take_young_blocks(void *arg)
+{
+    void **mine = arg;
+    pthread_barrier_wait(&start_line);   /* all at once, so their blocks interleave */
+    for (int i = 0; i < LINE_BLOCKS; i++) {
+        mine[i] = malloc(1 + (size_t)i * 7);   /* 1 - 106 B: classes below and across a line */
+        CHECK(mine[i] != NULL);
+        memset(mine[i], 0xab, 1 + (size_t)i * 7);
+    }
+    return NULL;
+}
+
+static void own_lines(void)
+{
+    pthread_t t[LINE_THREADS];
+    pthread_barrier_init(&start_line, NULL, LINE_THREADS);
+    for (int i = 0; i < LINE_THREADS; i++) t[i] = hak_thread_start(take_young_blocks, young_blocks[i]);
+    for (int i = 0; i < LINE_THREADS; i++) pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start_line);
+    for (int a = 0; a < LINE_THREADS; a++)
+        for (int b = a + 1; b < LINE_THREADS; b++)
+            for (int i = 0; i < LINE_BLOCKS; i++)
+                for (int j = 0; j < LINE_BLOCKS; j++) {
+                    uintptr_t x = (uintptr_t)young_blocks[a][i], y = (uintptr_t)young_blocks[b][j];
+                    size_t xs = 1 + (size_t)i * 7, ys = 1 + (size_t)j * 7;
+                    /* the lines [first, last] each block's bytes cover */
+                    bool apart = (x + xs - 1) / 64 < y / 64 || (y + ys - 1) / 64 < x / 64;
+                    CHECKF(apart, "thread %d's block %p (%zu B) and thread %d's %p (%zu B) share a cache line",
+                           a, (void *)x, xs, b, (void *)y, ys);
+                }
+    for (int a = 0; a < LINE_THREADS; a++)
+        for (int i = 0; i < LINE_BLOCKS; i++) free(young_blocks[a][i]);
+}
+
 int main(void)
 {
     hak_test_begin("test_thread_footprint");
     RUN_CASE(few_blocks);
     RUN_CASE(own_heap);
+    RUN_CASE(own_lines);
     return 0;
 }

@@ -19,7 +19,8 @@ extern "C" {
     pub fn hak_pvalloc(size: usize) -> *mut c_void;
     pub fn hak_malloc_usable_size(p: *const c_void) -> usize;
 
-    /// The usable size `hak_malloc(size)` would give; 0 if it must fail.
+    /// The usable size `hak_malloc(size)` would give (a thread's first small
+    /// blocks, whole cache lines, may hold more); 0 if it must fail.
     pub fn hak_good_size(size: usize) -> usize;
     /// Free a block allocated with `size` bytes (the size is checked in
     /// debug builds of the C library).
