@@ -189,7 +189,7 @@ void hak_heap_thread_done(hak_heap_t *heap) {
     hak_page_t *page;
     while ((page = heap->queues[bin].first) != NULL) {
       hak_heap_queue_remove(heap, page);
-      hak_page_abandon_at_exit(heap, page);
+      hak_page_abandon_at_exit(page);
     }
   }
   hak_lock(&heaps_lock);   /* merge and unlink at once: a report counts it once */
@@ -262,7 +262,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     }
     /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
     hak_heap_queue_remove(heap, page);
-    hak_counter_inc(&heap->stats[bin].pages_abandoned);
+    hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
     hak_page_abandon(page, heap, false);
     page = next;
   }
@@ -282,7 +282,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   hak_page_init(heap, page, bin);
   hak_page_extend(page, sparing);
   hak_heap_queue_push_front(heap, page);
-  hak_counter_inc(&heap->stats[bin].pages_new);
+  hak_page_stat_inc(&hak_page_stats[bin].pages_new);
   return page;
 }
 
@@ -295,7 +295,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
       hak_page_gather_frees(page);
       if (hak_page_used(page) == 0) {
         hak_heap_queue_remove(heap, page);
-        hak_page_free_span(heap, page);
+        hak_page_free_span(page);
       }
       page = next;
     }
@@ -307,7 +307,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
 void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page) {
   hak_assert(hak_page_used(page) == 0 && hak_page_is_valid(page));
   hak_heap_queue_remove(heap, page);
-  hak_page_free_span(heap, page);
+  hak_page_free_span(page);
 }
 
 void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg) {

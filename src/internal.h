@@ -537,13 +537,21 @@ typedef struct hak_recent_s {
  * subtraction wraps below HAK_RECENT_FIRST). */
 static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRST < HAK_RECENT_BINS; }
 
-/* Per-thread counters, per size class (class 0: huge blocks). The call
- * counters move only when HAKMEM_STATS is on; the page counters always.
- * Written by the heap's holder, read by reports (stats.c) at any time. */
+/* Per-thread call counters, per size class (class 0: huge blocks). They
+ * move only when HAKMEM_STATS is on. Written by the heap's holder, read by
+ * reports (stats.c) at any time. */
 typedef struct hak_bin_stats_s {
   hak_counter_t allocs, frees, remote_frees;
-  hak_counter_t pages_new, pages_freed, pages_abandoned, pages_adopted;
 } hak_bin_stats_t;
+
+/* Page events per size class, process-wide, always counted: on slow paths
+ * only, by an atomic add. (Counted in each heap, they made a page of every
+ * thread's heap resident for a few counters.) */
+typedef struct hak_page_stats_s {
+  _Atomic(uint64_t) pages_new, pages_freed, pages_abandoned, pages_adopted;
+} hak_page_stats_t;
+extern hak_page_stats_t hak_page_stats[HAK_BINS] HAK_INTERNAL;
+static inline void hak_page_stat_inc(_Atomic(uint64_t) *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
  * a forked child. Pages in its queues are owned by it (page->owner names it);
@@ -697,7 +705,7 @@ HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
 HAK_INTERNAL void hak_page_use_gathered(hak_page_t *page);
 HAK_INTERNAL void hak_page_gather_frees(hak_page_t *page);
 HAK_INTERNAL bool hak_page_is_valid(const hak_page_t *page);
-HAK_INTERNAL void hak_page_free_span(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_free_span(hak_page_t *page);
 
 /* An empty page that is the only one in its queue and small is kept:
  * freeing it and taking it back on the next malloc would thrash. One byte
@@ -708,7 +716,7 @@ static inline bool hak_page_keep_when_empty(const hak_page_t *page) { return pag
 /* owner.c: how pages move between threads */
 HAK_INTERNAL void hak_page_free_remote(hak_page_t *page, hak_block_t *b);
 HAK_INTERNAL void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept);
-HAK_INTERNAL void hak_page_abandon_at_exit(hak_heap_t *heap, hak_page_t *page);
+HAK_INTERNAL void hak_page_abandon_at_exit(hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
 HAK_INTERNAL hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin);

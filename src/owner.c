@@ -132,10 +132,10 @@ void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
 
 /* Thread exit (the caller took the page out of its queue): free the page if
  * nothing in it is live, else abandon it for other threads to adopt. */
-void hak_page_abandon_at_exit(hak_heap_t *heap, hak_page_t *page) {
+void hak_page_abandon_at_exit(hak_page_t *page) {
   hak_page_gather_frees(page);
-  if (hak_page_used(page) == 0) { hak_page_free_span(heap, page); return; }
-  hak_counter_inc(&heap->stats[page->bin].pages_abandoned);
+  if (hak_page_used(page) == 0) { hak_page_free_span(page); return; }
+  hak_page_stat_inc(&hak_page_stats[page->bin].pages_abandoned);
   hak_page_abandon(page, NULL, false);
 }
 
@@ -152,7 +152,7 @@ static void page_adopt(hak_heap_t *heap, hak_page_t *page) {
   page_take_ownership(heap, page);
   hak_page_take_remote(page, xfree);
   hak_page_use_gathered(page);
-  hak_counter_inc(&heap->stats[page->bin].pages_adopted);
+  hak_page_stat_inc(&hak_page_stats[page->bin].pages_adopted);
   hak_assert(hak_page_is_valid(page));
 }
 
@@ -215,7 +215,7 @@ static size_t published_live(const hak_page_t *page) {
 static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
   page_adopt(heap, page);
   hak_assert(hak_page_used(page) == 0);
-  hak_page_free_span(heap, page);
+  hak_page_free_span(page);
 }
 
 /* Adopt a published page of `bin`: of up to HAK_ADOPT_CANDIDATES, the one
@@ -281,7 +281,7 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
     hak_page_t *page = taken;
     taken = page->next;
     page_adopt(heap, page);
-    if (hak_page_used(page) == 0) hak_page_free_span(heap, page);
+    if (hak_page_used(page) == 0) hak_page_free_span(page);
     else hak_page_abandon(page, NULL, true);
   }
   return complete;

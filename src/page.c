@@ -234,10 +234,10 @@ bool hak_page_is_valid(const hak_page_t *page) {
 /* ------------------------------------------------------------ back to the arena */
 
 /* A page with no live block goes back to its arena. */
-void hak_page_free_span(hak_heap_t *heap, hak_page_t *page) {
+void hak_page_free_span(hak_page_t *page) {
   if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
   atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
-  hak_counter_inc(&heap->stats[page->bin].pages_freed);
+  hak_page_stat_inc(&hak_page_stats[page->bin].pages_freed);
   hak_span_free(page);
 }

@@ -3,9 +3,9 @@
  * Three sources, none of them on a fast path:
  * - process-wide atomics kept by the slow paths (segments, committed bytes,
  *   purges, the huge-block cache);
- * - per-thread counters per size class in each heap (pages always; calls
- *   only when HAKMEM_STATS is on, see hak_owner_counted), merged here with
- *   those of exited threads;
+ * - per-thread call counters per size class in each heap (only when
+ *   HAKMEM_STATS is on, see hak_owner_counted), merged here with those of
+ *   exited threads, and process-wide page counters per size class;
  * - a walk of every arena's spans for what is there now (live blocks,
  *   pages in use, empty, abandoned).
  * The report is text, or one JSON object; mallinfo2() and malloc_stats()
@@ -17,6 +17,7 @@
 #include "internal.h"
 
 uintptr_t hak_owner_counted;
+hak_page_stats_t hak_page_stats[HAK_BINS];
 _Atomic(int64_t) hak_stat_committed, hak_stat_committed_peak;
 _Atomic(int64_t) hak_stat_segments, hak_stat_segments_released, hak_stat_purged;
 _Atomic(int64_t) hak_stat_huge_bytes, hak_stat_huge_count;
@@ -51,10 +52,15 @@ static void add_bins(bin_counts_t *into, const hak_bin_stats_t *from) {
     into[b].allocs += hak_counter_get(&from[b].allocs);
     into[b].frees += hak_counter_get(&from[b].frees);
     into[b].remote_frees += hak_counter_get(&from[b].remote_frees);
-    into[b].pages_new += hak_counter_get(&from[b].pages_new);
-    into[b].pages_freed += hak_counter_get(&from[b].pages_freed);
-    into[b].pages_abandoned += hak_counter_get(&from[b].pages_abandoned);
-    into[b].pages_adopted += hak_counter_get(&from[b].pages_adopted);
+  }
+}
+
+static void add_page_events(bin_counts_t *into) {
+  for (size_t b = 0; b < HAK_BINS; b++) {
+    into[b].pages_new = hak_counter_get(&hak_page_stats[b].pages_new);
+    into[b].pages_freed = hak_counter_get(&hak_page_stats[b].pages_freed);
+    into[b].pages_abandoned = hak_counter_get(&hak_page_stats[b].pages_abandoned);
+    into[b].pages_adopted = hak_counter_get(&hak_page_stats[b].pages_adopted);
   }
 }
 
@@ -118,6 +124,7 @@ static void census_span(const hak_page_t *span, void *arg) {
 static void take_snapshot(snapshot_t *s) {
   memset(s, 0, sizeof *s);
   hak_heaps_visit(count_heap, s);
+  add_page_events(s->counts);
   hak_arenas_visit_spans(census_span, s);
   if (hak_owner_counted) {   /* exact, unlike pages' counts (remote frees not yet gathered) */
     s->live_bytes = 0;
