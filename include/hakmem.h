@@ -36,8 +36,10 @@ HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 /* The usable size malloc(size) gives, without allocating (jemalloc's
  * nallocx): malloc_usable_size(malloc(size)), for any size, with two
  * exceptions that hold more, never less: a thread's first 64 small blocks
- * (up to 8 KiB) are whole cache lines, so hold hak_good_size of the size
- * rounded up to a multiple of 64 bytes (at least 64); a huge block reused from the cache of freed ones
+ * (up to 8 KiB), and those it allocates after its heap was given up at
+ * exit (in late thread-exit destructors), are whole cache lines, so hold
+ * hak_good_size of the size rounded up to a multiple of 64 bytes (at
+ * least 64); a huge block reused from the cache of freed ones
  * may hold up to an eighth more. 0 if malloc(size) must fail.
  * libhakmem-secure gives exactly `size` (so also 0 for malloc(0), whose
  * block has no usable byte there). */

@@ -241,8 +241,9 @@ size_t hak_malloc_usable_size(const void *p) {
 /* The usable size malloc(size) gives, without allocating (jemalloc's
  * nallocx): the block's class, whole slices for a large block, whole OS
  * pages for a huge one (one taken from the cache of freed huge blocks may
- * hold up to an eighth more); 0 for a size malloc cannot serve. The secure
- * variant gives exactly the size asked for: its canary follows. */
+ * hold up to an eighth more, a small one of the shared heap what
+ * hak_shared_request makes of the size); 0 for a size malloc cannot serve.
+ * The secure variant gives exactly the size asked for: its canary follows. */
 size_t hak_good_size(size_t size) {
 #if HAKMEM_SECURE
   return hak_secure_request(size) <= HAK_MAX_REQUEST ? size : 0;

@@ -418,9 +418,12 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
   (void)align;
   if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
 #else
-  /* An aligned block may be carved from a request of size + align, and a
-   * thread's first small blocks are whole cache lines (heap.c). */
-  size_t most = hak_good_size(hak_align_up(align > HAK_ALIGN ? size + align : size, HAK_SHARED_LINE));
+  /* An aligned block may be carved from a request of size + align; a
+   * block of the shared heap (whole cache lines, so a multiple of them)
+   * from hak_shared_request of it. */
+  size_t request = align > HAK_ALIGN ? size + align : size;
+  size_t most = hak_good_size(request);
+  if (request <= HAK_SMALL_MAX && usable % HAK_SHARED_LINE == 0) most = hak_good_size(hak_shared_request(request));
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
 #endif

@@ -32,15 +32,13 @@ static _Atomic(bool) heap_key_ready;
  * single-threaded: 1.37x the time and +17 MiB of peak RSS when its first
  * 64 blocks of 64 KiB-32 MiB came from the shared heap.)
  *
- * Its blocks are whole cache lines (HAK_SHARED_LINE; every class up to
- * 8 KiB that is a multiple of it starts its blocks on a line): blocks of
- * two young threads side by side on one line would make each thread's
- * writes take the line from the other (false sharing, which a heap per
- * thread exists to avoid). In `falseshare` (two threads each writing an
- * 8-byte block of their own) that line made hakmem 1.7x slower than
- * mimalloc 3; whole lines cost 1,000 threads holding 10 blocks of 16 B -
- * 3 KiB about 30 KiB more in all (fewer classes in use offset the
- * rounding).
+ * Its small blocks are whole cache lines (hak_shared_request): blocks of
+ * two threads side by side on one line would make each thread's writes
+ * take the line from the other (false sharing, which a heap per thread
+ * exists to avoid). In the lab's `falseshare` (two threads each writing an
+ * 8-byte block of their own) that line cost hakmem 1.16x mimalloc 3's
+ * time; whole lines cost 1,000 threads holding 10 blocks of 16 B - 3 KiB
+ * about 20 KiB more in all (fewer classes in use offset the rounding).
  *
  * A thread may also still allocate after its heap was given up at exit: in
  * the destructor of a pthread key that comes after ours in the same round,
@@ -163,7 +161,7 @@ hak_heap_t *hak_heap_for_allocation(size_t *size) {
   } else {
     heap = hak_heap_thread_init();
   }
-  if (heap == &shared_heap && *size <= HAK_SMALL_MAX) *size = hak_align_up(*size > 0 ? *size : 1, HAK_SHARED_LINE);
+  if (heap == &shared_heap && *size <= HAK_SMALL_MAX && !hak_tracking) *size = hak_shared_request(*size);
   return heap;
 }
 

@@ -734,11 +734,15 @@ HAK_INTERNAL void hak_heap_key_create(void);
 HAK_INTERNAL hak_heap_t *hak_heap_thread_init(void);
 /* For an allocation of `*size` bytes by a thread that has no heap: the
  * shared heap, locked, for its first HAK_YOUNG_ALLOCS small blocks (see
- * heap.c), else its own new heap. From the shared heap, *size is rounded
- * up to whole cache lines, which the caller then allocates. */
+ * heap.c), else its own new heap. From the shared heap a small request
+ * becomes hak_shared_request(*size) (not under a tool, which must see the
+ * size asked for), and the caller allocates that. */
 #define HAK_YOUNG_ALLOCS 64
-#define HAK_SHARED_LINE  64
 HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(size_t *size);
+/* A small block of the shared heap: whole cache lines (heap.c). Its class
+ * is a multiple of HAK_SHARED_LINE, so its blocks start on lines. */
+#define HAK_SHARED_LINE  64
+static inline size_t hak_shared_request(size_t size) { return hak_align_up(size > 0 ? size : 1, HAK_SHARED_LINE); }
 /* The shared heap, locked. */
 HAK_INTERNAL hak_heap_t *hak_heap_shared(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);

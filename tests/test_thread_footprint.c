@@ -8,8 +8,7 @@
  * - own_heap: 100 blocks of 32 B per thread, past the shared heap's
  *   share, so each thread has a heap of its own: the heap costs the
  *   entries the thread uses, not all of it (here 25 KiB per thread while
- *   a new heap was cleared whole, 17 since, 19 with the first 64 blocks
- *   in whole cache lines).
+ *   a new heap was cleared whole, 17-19 since).
  *
  * Every block stays in use until every thread has measured in. Stacks are
  * 64 KiB, of which a thread touches a few pages.

@@ -46,6 +46,12 @@ static bool rejected(size_t align, size_t size, size_t claimed) {
 }
 
 int main(void) {
+  /* First, as a thread's first blocks (whole cache lines, from the shared
+   * heap): size 0, and sizes below and at a line. */
+  hak_free_sized(hak_malloc(0), 0);
+  hak_free_sized(hak_malloc(1), 1);
+  hak_free_sized(hak_calloc(1, 40), 40);
+  hak_free_sized(hak_malloc(64), 64);
   /* Sizes of every tier freed with their own size, and a few bytes less
    * (still a size that block serves), plainly and aligned. */
   for (size_t n = 1; n <= ((size_t)40 << 20); n += n / 3 + 1) {
@@ -68,6 +74,7 @@ int main(void) {
   CHECK(!rejected(0, 100, 100), "free_sized with the right size stopped the program");
   CHECK(rejected(0, 100, 200), "a size larger than the block passed");
   CHECK(rejected(0, 4000, 100), "a size far smaller than the block passed");
+  CHECK(rejected(0, 40, 1), "a 1-byte size for a 48-byte block passed");   /* (this thread's blocks are no longer whole lines) */
   CHECK(rejected(0, (size_t)2 << 20, 1000), "a small size for a large block passed");
   CHECK(rejected(0, (size_t)40 << 20, (size_t)1 << 20), "a small size for a huge block passed");
   CHECK(rejected(4096, 100, 10000), "an aligned block freed with a larger size passed");
