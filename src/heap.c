@@ -153,15 +153,16 @@ hak_heap_t *hak_heap_thread_init(void) {
  * is on its owner's lists, and a cross-thread free reaches them only when
  * the owner gathers it. Under a tool every thread gets its heap at once.) */
 hak_heap_t *hak_heap_for_allocation(size_t *size) {
+  bool small = *size <= HAK_SMALL_MAX && !hak_tracking;
   hak_heap_t *heap;
-  if (*size <= HAK_SMALL_MAX && thread_shared_allocs < HAK_YOUNG_ALLOCS && !hak_tracking) {
+  if (small && thread_shared_allocs < HAK_YOUNG_ALLOCS) {
     hak_process_init();
     thread_shared_allocs++;
     heap = shared_heap_acquire();
   } else {
-    heap = hak_heap_thread_init();
+    heap = hak_heap_thread_init();   /* the shared heap too, once the thread's was given up */
   }
-  if (heap == &shared_heap && *size <= HAK_SMALL_MAX && !hak_tracking) *size = hak_shared_request(*size);
+  if (small && heap == &shared_heap) *size = hak_shared_request(*size);
   return heap;
 }
 
