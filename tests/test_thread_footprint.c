@@ -9,13 +9,12 @@
  *   share, so each thread has a heap of its own: the heap costs the
  *   entries the thread uses, not all of it (here 25 KiB per thread while
  *   a new heap was cleared whole, 17-19 since).
- *
- * Every block stays in use until every thread has measured in. Stacks are
- * 64 KiB, of which a thread touches a few pages.
- *
  * - own_lines: the blocks threads take from the shared heap never share a
  *   cache line across threads (else each thread's writes would take the
- *   line from the other: false sharing). */
+ *   line from the other: false sharing).
+ *
+ * In the first two, every block stays in use until every thread has
+ * measured in. Stacks are 64 KiB, of which a thread touches a few pages. */
 #include <stdatomic.h>
 #include "hak_test.h"
 
@@ -83,14 +82,17 @@ static void own_heap(void)
 static void *young_blocks[LINE_THREADS][LINE_BLOCKS];
 static pthread_barrier_t start_line;
 
+/* Block i's size: 1 - 106 B, classes below and across a line. */
+static size_t young_size(int i) { return 1 + (size_t)i * 7; }
+
 static void *take_young_blocks(void *arg)
 {
     void **mine = arg;
     pthread_barrier_wait(&start_line);   /* all at once, so their blocks interleave */
     for (int i = 0; i < LINE_BLOCKS; i++) {
-        mine[i] = malloc(1 + (size_t)i * 7);   /* 1 - 106 B: classes below and across a line */
+        mine[i] = malloc(young_size(i));
         CHECK(mine[i] != NULL);
-        memset(mine[i], 0xab, 1 + (size_t)i * 7);
+        memset(mine[i], 0xab, young_size(i));
     }
     return NULL;
 }
@@ -107,7 +109,7 @@ static void own_lines(void)
             for (int i = 0; i < LINE_BLOCKS; i++)
                 for (int j = 0; j < LINE_BLOCKS; j++) {
                     uintptr_t x = (uintptr_t)young_blocks[a][i], y = (uintptr_t)young_blocks[b][j];
-                    size_t xs = 1 + (size_t)i * 7, ys = 1 + (size_t)j * 7;
+                    size_t xs = young_size(i), ys = young_size(j);
                     /* the lines [first, last] each block's bytes cover */
                     bool apart = (x + xs - 1) / 64 < y / 64 || (y + ys - 1) / 64 < x / 64;
                     CHECKF(apart, "thread %d's block %p (%zu B) and thread %d's %p (%zu B) share a cache line",
