@@ -33,13 +33,16 @@ HAKMEM_API void  *hak_valloc(size_t size);
 HAKMEM_API void  *hak_pvalloc(size_t size);
 HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 
-/* The usable size malloc(size) gives, without allocating (jemalloc's
- * nallocx): malloc_usable_size(malloc(size)), for any size, with two
- * exceptions that hold more, never less: a thread's first 64 small blocks
- * (up to 8 KiB), and those it allocates after its heap was given up at
- * exit (in late thread-exit destructors), are whole cache lines, so hold
- * hak_good_size of the size rounded up to a multiple of 64 bytes (at
- * least 64); a huge block reused from the cache of freed ones
+/* The usable size malloc(size) gives at least, without allocating (like
+ * jemalloc's nallocx, but a lower bound): malloc_usable_size(malloc(size))
+ * >= hak_good_size(size) >= size, equal for most sizes. A block holds more
+ * in three cases: from 1 to 4 KiB this rounds to 64 bytes (as the shared
+ * heap, which serves a thread's first 64 small blocks, does), and a
+ * thread's own heap to classes 128 or 256 bytes apart; a thread's first 64
+ * small blocks (up to 8 KiB), and those it allocates after its heap was
+ * given up at exit (in late thread-exit destructors), are whole cache
+ * lines, so hold what this says of the size rounded up to a multiple of 64
+ * bytes (at least 64); a huge block reused from the cache of freed ones
  * may hold up to an eighth more. 0 if malloc(size) must fail.
  * libhakmem-secure gives exactly `size` (so also 0 for malloc(0), whose
  * block has no usable byte there). */

@@ -136,7 +136,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     heap->heartbeat -= HAK_HEARTBEAT_SLOW;
   }
   if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
-  return malloc_from_pages(size, hak_bin_of(size), heap, zero);
+  return malloc_from_pages(size, hak_heap_bin_of(heap, size), heap, zero);
 }
 
 void *hak_calloc(size_t count, size_t size) {
@@ -150,16 +150,22 @@ void *hak_calloc(size_t count, size_t size) {
 
 /* ------------------------------------------------------------ aligned */
 
+/* Pages start on slice boundaries, so blocks of a class whose size is a
+ * multiple of the alignment are aligned as they are. A small request may
+ * get a thread heap's class or the shared heap's (heap.c): both must be. */
+static bool classes_keep_alignment(size_t request, size_t align) {
+  size_t sizes = hak_bin_size(hak_bin_of(request));
+  if (request <= HAK_SMALL_MAX) sizes |= hak_bin_size(hak_shared_bin_of(hak_shared_request(request)));
+  return (sizes & (align - 1)) == 0;
+}
+
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
   /* At least one byte: the aligned address must lie inside its block (with
    * size 0 it could be the block's end, i.e. the next block's start). */
   if (size == 0) size = 1;
   if (size <= HAK_MEDIUM_MAX && align <= HAK_SLICE_SIZE) {
-    /* Pages start on slice boundaries, so a class whose size is a multiple
-     * of the alignment yields aligned blocks as they are. */
-    if ((hak_bin_size(hak_bin_of(HAK_REQUEST(size))) & (align - 1)) == 0)
-      return zero ? hak_calloc(1, size) : hak_malloc(size);
+    if (classes_keep_alignment(HAK_REQUEST(size), align)) return zero ? hak_calloc(1, size) : hak_malloc(size);
     size_t over = HAK_REQUEST(size) + align - HAK_ALIGN;
     if (over <= HAK_MEDIUM_MAX) {
       /* The page must stay ours while its owner word is marked below: a
@@ -168,7 +174,7 @@ static void *alloc_aligned(size_t align, size_t size, bool zero) {
       hak_heap_t *heap = hak_heap_get();
       bool borrowed = heap == &hak_heap_empty;
       if (borrowed && (heap = hak_heap_for_allocation(&over)) == NULL) { errno = ENOMEM; return NULL; }
-      uint8_t *p = malloc_from_pages(over, hak_bin_of(over), heap, false);
+      uint8_t *p = malloc_from_pages(over, hak_heap_bin_of(heap, over), heap, false);
       uint8_t *q = p;
       if (p != NULL) q = (uint8_t *)hak_align_up((uintptr_t)p, align);
       /* From now on the page's frees take the generic path, which maps
@@ -238,16 +244,20 @@ size_t hak_malloc_usable_size(const void *p) {
   return ref.usable;
 }
 
-/* The usable size malloc(size) gives, without allocating (jemalloc's
- * nallocx): the block's class, whole slices for a large block, whole OS
- * pages for a huge one (one taken from the cache of freed huge blocks may
- * hold up to an eighth more, a small one of the shared heap what
- * hak_shared_request makes of the size); 0 for a size malloc cannot serve.
- * The secure variant gives exactly the size asked for: its canary follows. */
+/* The usable size malloc(size) gives at least, without allocating (as
+ * jemalloc's nallocx, but a lower bound): the block's class, whole slices
+ * for a large block, whole OS pages for a huge one, and from 1 to 4 KiB
+ * the size in whole cache lines, the shared heap's class there. A block
+ * may hold more: a thread heap's class there (up to 192 bytes more), a
+ * small one of the shared heap the class of what hak_shared_request makes
+ * of the size, a huge one taken from the cache of freed ones up to an
+ * eighth more. 0 for a size malloc cannot serve. The secure variant gives
+ * exactly the size asked for: its canary follows. */
 size_t hak_good_size(size_t size) {
 #if HAKMEM_SECURE
   return hak_secure_request(size) <= HAK_MAX_REQUEST ? size : 0;
 #endif
+  if (size > HAK_FINE_MIN && size <= HAK_FINE_MAX) return hak_shared_request(size);
   if (size <= HAK_MEDIUM_MAX) return hak_bin_size(hak_bin_of(size));
   if (size <= HAK_LARGE_MAX) return hak_align_up(size, HAK_SLICE_SIZE);
   if (size <= HAK_MAX_REQUEST) return hak_align_up(size, HAK_OS_PAGE);

@@ -420,10 +420,13 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
 #else
   /* An aligned block may be carved from a request of size + align; a
    * block of the shared heap (whole cache lines, so a multiple of them)
-   * from hak_shared_request of it. */
+   * from hak_shared_request of it. A small block holds at most the class
+   * of that (a thread heap's classes hold more than hak_good_size from 1
+   * to 4 KiB). */
   size_t request = align > HAK_ALIGN ? size + align : size;
   size_t most = hak_good_size(request);
-  if (request <= HAK_SMALL_MAX && usable % HAK_SHARED_LINE == 0) most = hak_good_size(hak_shared_request(request));
+  if (request <= HAK_SMALL_MAX)
+    most = hak_bin_size(hak_bin_of(usable % HAK_SHARED_LINE == 0 ? hak_shared_request(request) : request));
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
 #endif

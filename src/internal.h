@@ -86,7 +86,9 @@
 #define HAK_SMALL_MAX          8192        /* largest small block            */
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
 #define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
-#define HAK_BINS               113         /* size classes 1..112; 0 unused  */
+#define HAK_CLASS_BINS         113         /* size classes 1..112; 0 unused  */
+#define HAK_FINE_BINS          32          /* then the shared heap's own classes (hak_shared_bin_of) */
+#define HAK_BINS               (HAK_CLASS_BINS + HAK_FINE_BINS)
 #define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
 #define HAK_PAGE_MAX_SLICES    (16 + HAKMEM_SECURE)   /* a medium page spans <= 1 MiB (one 1 MiB block; the secure
                                                      variant's guard page makes that 17 slices) */
@@ -103,10 +105,35 @@ static inline size_t hak_bin_of(size_t size) {
   return 8 + (b - 7) * 8 + ((w >> (b - 3)) & 7) + 1;
 }
 
+/* The shared heap (heap.c) serves 1-4 KiB in 64-byte steps: its blocks
+ * are whole cache lines anyway (hak_shared_request), and many threads that
+ * each hold a few such blocks would otherwise waste up to 128-256 bytes on
+ * each. Its classes that are not classes above are bins of their own, past
+ * HAK_CLASS_BINS: 1088 + 128 j up to 2 KiB (8), then 2 KiB + 64 m for m
+ * not a multiple of 4 (24). Thread heaps never use them: more classes would
+ * cost every thread a partly used page per class. */
+#define HAK_FINE_MIN 1024   /* exclusive */
+#define HAK_FINE_MAX 4096
 static inline size_t hak_bin_size(size_t bin) {
   if (bin <= 8) return bin * HAK_ALIGN;
+  if (bin >= HAK_CLASS_BINS) {
+    size_t j = bin - HAK_CLASS_BINS;
+    if (j < 8) return 1088 + 128 * j;
+    j -= 8;
+    return 2048 + 64 * (j + 1 + j / 3);
+  }
   size_t j = bin - 9, b = 7 + j / 8, k = j % 8 + 1;
   return ((size_t)1 << b) + (k << (b - 3));
+}
+
+/* The bin of a small request to the shared heap: the smallest multiple of
+ * 64 that holds it, from 1 to 4 KiB. */
+static inline size_t hak_shared_bin_of(size_t size) {
+  if (size <= HAK_FINE_MIN || size > HAK_FINE_MAX) return hak_bin_of(size);
+  size_t lines = (size + 63) >> 6;
+  if (lines <= 32) return lines % 2 ? HAK_CLASS_BINS + (lines - 17) / 2 : hak_bin_of(lines << 6);
+  size_t m = lines - 32;
+  return m % 4 ? HAK_CLASS_BINS + 8 + m - 1 - m / 4 : hak_bin_of(lines << 6);
 }
 
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
@@ -558,6 +585,7 @@ static inline void hak_page_stat_inc(_Atomic(uint64_t) *c) { atomic_fetch_add_ex
  * full pages are not in any queue: they were abandoned. */
 typedef struct hak_heap_s {
   uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
+  bool shared;                           /* the shared heap (heap.c): its bins come from hak_shared_bin_of */
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
@@ -580,6 +608,11 @@ typedef struct hak_heap_s {
 #define HAK_HEARTBEAT      4096
 #define HAK_HEARTBEAT_SLOW 64
 static inline bool hak_heap_beat(hak_heap_t *heap) { return --heap->heartbeat != 0; }
+
+/* The bin a heap serves a request of `size` (<= HAK_MEDIUM_MAX) from. */
+static inline size_t hak_heap_bin_of(const hak_heap_t *heap, size_t size) {
+  return heap->shared ? hak_shared_bin_of(size) : hak_bin_of(size);
+}
 
 extern hak_heap_t hak_heap_empty HAK_INTERNAL;
 extern hak_page_t hak_page_empty HAK_INTERNAL;
@@ -698,7 +731,7 @@ HAK_INTERNAL void hak_huge_fork_parent(void);
 HAK_INTERNAL void hak_huge_fork_child(void);
 
 /* page.c: one page's blocks, as its owner sees them */
-HAK_INTERNAL size_t hak_page_slices_for(size_t block_size);
+HAK_INTERNAL size_t hak_page_slices_for(size_t bin);
 HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
 HAK_INTERNAL void hak_page_extend(hak_page_t *page, bool sparing);
 HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);

@@ -202,8 +202,23 @@ static bool class_row(const snapshot_t *s, const totals_t *t, size_t bin, class_
 static snapshot_t report;
 static totals_t report_totals;
 
+/* Reports list the classes by size: the shared heap's own bins (past
+ * HAK_CLASS_BINS) fall between the others. Sorted on the first report. */
+static uint8_t by_size[HAK_BINS];
+static bool by_size_ready;
+
+static void sort_bins_by_size(void) {
+  for (size_t bin = 0; bin < HAK_BINS; bin++) {
+    size_t i = bin;
+    for (; i > 0 && hak_bin_size(by_size[i - 1]) > hak_bin_size(bin); i--) by_size[i] = by_size[i - 1];
+    by_size[i] = (uint8_t)bin;
+  }
+  by_size_ready = true;
+}
+
 static void report_begin(void) {
   hak_lock(&report_lock);
+  if (!by_size_ready) sort_bins_by_size();
   take_snapshot(&report);
   take_totals(&report_totals);
 }
@@ -218,7 +233,8 @@ static void write_text(int fd) {
   hak_format_fd(fd, "%10s %11s %11s %11s %10s  %6s %6s %6s %6s %7s\n", "class", "allocs", "frees", "remote",
                 "live", "used", "empty", "aband", "new", "adopted");
   class_row_t r;
-  for (size_t b = 0; b < HAK_BINS; b++) {
+  for (size_t i = 0; i < HAK_BINS; i++) {
+    size_t b = by_size[i];
     if (!class_row(s, t, b, &r)) continue;
     char name[16];
     if (b == 0) hak_format(name, sizeof name, "large+huge");
@@ -250,7 +266,8 @@ void hak_stats_write_json(int fd) {
   hak_format_fd(fd, "{\"counted\":%s,\"classes\":[", hak_owner_counted ? "true" : "false");
   const char *sep = "";
   class_row_t r;
-  for (size_t b = 0; b < HAK_BINS; b++) {
+  for (size_t i = 0; i < HAK_BINS; i++) {
+    size_t b = by_size[i];
     if (!class_row(s, t, b, &r)) continue;
     hak_format_fd(fd, "%s{\"size\":%zu,\"allocs\":%llu,\"frees\":%llu,\"remote_frees\":%llu,\"live\":%llu,"
                   "\"pages_in_use\":%llu,\"pages_empty\":%llu,\"pages_abandoned_now\":%llu,\"pages_new\":%llu,"

@@ -1,7 +1,9 @@
 /* Aligned allocation: posix_memalign, aligned_alloc and memalign for every
  * power of two from sizeof(void *) to 2 MiB and beyond, sizes around the
- * alignment, the whole usable size written; bad alignments rejected; valloc
- * and pvalloc page-aligned and page-rounded. */
+ * alignment, the whole usable size written, in the main thread and in
+ * young threads (whose first blocks come from the shared heap, with classes
+ * of its own); bad alignments rejected; valloc and pvalloc page-aligned and
+ * page-rounded. */
 #include "hak_test.h"
 
 enum { API_POSIX_MEMALIGN, API_ALIGNED_ALLOC, API_MEMALIGN, API_COUNT };
@@ -53,6 +55,39 @@ static void power_of_two_sweep(void)
 {
     for (int api = 0; api < API_COUNT; api++)
         for (size_t align = sizeof(void *); align <= 2 * MiB; align *= 2) sweep_alignment(api, align);
+}
+
+/* A thread's first blocks come from the shared heap, whose classes from 1
+ * to 4 KiB step by 64 bytes (1088, 1216, ...): an aligned request whose
+ * thread-heap class is a multiple of the alignment may get one of those,
+ * which is not. Each thread makes fewer than 64 blocks, so all of them are
+ * young ones. */
+static void *young_thread_aligned(void *arg)
+{
+    size_t align = *(const size_t *)arg;
+    const size_t sizes[] = {1025, 1030, 1100, 1300, 2049, 2100, 2200, 3000, 3100, 4000};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    for (int api = 0; api < API_COUNT; api++) {
+        void *blocks[N];
+        for (size_t i = 0; i < N; i++) {
+            blocks[i] = aligned_by(api, align, sizes[i]);
+            hak_fill(blocks[i], sizes[i], hak_seed_of(blocks[i], align));
+        }
+        for (size_t i = 0; i < N; i++) {
+            CHECK_PATTERN(blocks[i], sizes[i], hak_seed_of(blocks[i], align));
+            free(blocks[i]);
+        }
+    }
+    return NULL;
+}
+
+static void young_threads_aligned(void)
+{
+    for (size_t align = 32; align <= 8 * KiB; align *= 2) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, young_thread_aligned, &align) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
 }
 
 /* Alignments far above any internal page or segment size. */
@@ -140,6 +175,7 @@ int main(void)
 {
     hak_test_begin("test_alignment");
     RUN_CASE(power_of_two_sweep);
+    RUN_CASE(young_threads_aligned);
     RUN_CASE(huge_alignment_small_size);
     RUN_CASE(aligned_mixed_with_malloc);
     RUN_CASE(bad_alignments_rejected);

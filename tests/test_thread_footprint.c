@@ -12,6 +12,10 @@
  * - own_lines: the blocks threads take from the shared heap never share a
  *   cache line across threads (else each thread's writes would take the
  *   line from the other: false sharing).
+ * - young_sizes: from 1 to 4 KiB those blocks hold their size rounded up
+ *   to a line, not to a thread heap's class, up to 192 bytes more (the
+ *   shared heap's own classes: 1,000 threads as in few_blocks used 500 KiB
+ *   more without them).
  *
  * In the first two, every block stays in use until every thread has
  * measured in. Stacks are 64 KiB, of which a thread touches a few pages. */
@@ -119,11 +123,33 @@ static void own_lines(void)
         for (int i = 0; i < LINE_BLOCKS; i++) free(young_blocks[a][i]);
 }
 
+static void *take_young_sizes(void *arg)
+{
+    (void)arg;
+    const size_t sizes[] = {1025, 1100, 1500, 2049, 2100, 2500, 3000, 3900, 4095};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = malloc(sizes[i]);
+        CHECK(p != NULL);
+        size_t usable = malloc_usable_size(p), lines = (sizes[i] + 63) / 64 * 64;
+        /* (The secure variant, and any build under a tool, hold the size asked for.) */
+        CHECKF(usable >= sizes[i] && usable <= lines, "malloc(%zu) holds %zu", sizes[i], usable);
+        memset(p, 1, usable);
+        free(p);
+    }
+    return NULL;
+}
+
+static void young_sizes(void)
+{
+    pthread_join(hak_thread_start(take_young_sizes, NULL), NULL);
+}
+
 int main(void)
 {
     hak_test_begin("test_thread_footprint");
     RUN_CASE(few_blocks);
     RUN_CASE(own_heap);
     RUN_CASE(own_lines);
+    RUN_CASE(young_sizes);
     return 0;
 }

@@ -7,19 +7,36 @@
 static void every_size_maps_to_smallest_fitting_class(void) {
   for (size_t size = 0; size <= HAK_MEDIUM_MAX; size++) {
     size_t bin = hak_bin_of(size);
-    CHECKF(bin >= 1 && bin < HAK_BINS, "size %zu -> bin %zu", size, bin);
+    CHECKF(bin >= 1 && bin < HAK_CLASS_BINS, "size %zu -> bin %zu", size, bin);
     CHECKF(hak_bin_size(bin) >= size, "size %zu > class %zu", size, hak_bin_size(bin));
     CHECKF(bin == 1 || hak_bin_size(bin - 1) < size, "size %zu fits the smaller class %zu", size, hak_bin_size(bin - 1));
   }
-  CHECKF(hak_bin_of(HAK_MEDIUM_MAX) == HAK_BINS - 1, "largest class is %zu", hak_bin_of(HAK_MEDIUM_MAX));
+  CHECKF(hak_bin_of(HAK_MEDIUM_MAX) == HAK_CLASS_BINS - 1, "largest class is %zu", hak_bin_of(HAK_MEDIUM_MAX));
 }
 
 static void classes_are_aligned_and_increasing(void) {
-  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+  for (size_t bin = 1; bin < HAK_CLASS_BINS; bin++) {
     CHECKF(hak_bin_size(bin) % HAK_ALIGN == 0, "class %zu", hak_bin_size(bin));
     CHECKF(bin == 1 || hak_bin_size(bin) > hak_bin_size(bin - 1), "bin %zu", bin);
     CHECKF(hak_bin_of(hak_bin_size(bin)) == bin, "class size %zu maps elsewhere", hak_bin_size(bin));
   }
+}
+
+/* The shared heap's classes: every multiple of 64 from 1 to 4 KiB, each
+ * once (its own bins, past HAK_CLASS_BINS, are exactly those that are not
+ * classes of the others); other sizes as everyone's. */
+static void shared_heap_steps_by_lines_from_1_to_4_kib(void) {
+  size_t own = 0;
+  for (size_t size = 1; size <= HAK_SMALL_MAX; size++) {
+    size_t bin = hak_shared_bin_of(size), want = size > HAK_FINE_MIN && size <= HAK_FINE_MAX ? (size + 63) / 64 * 64
+                                                                                              : hak_bin_size(hak_bin_of(size));
+    CHECKF(bin >= 1 && bin < HAK_BINS && hak_bin_size(bin) == want, "size %zu -> bin %zu of %zu", size, bin, hak_bin_size(bin));
+    CHECKF(bin < HAK_CLASS_BINS || hak_bin_size(hak_bin_of(size)) != want, "size %zu: own bin for a class", size);
+    if (bin >= HAK_CLASS_BINS && size % 64 == 0) own++;
+  }
+  CHECKF(own == HAK_FINE_BINS, "%zu of the shared heap's own bins in use", own);
+  for (size_t bin = HAK_CLASS_BINS; bin < HAK_BINS; bin++)
+    CHECKF(hak_shared_bin_of(hak_bin_size(bin)) == bin, "bin %zu (%zu) maps elsewhere", bin, hak_bin_size(bin));
 }
 
 /* heap->recent keeps the medium classes above HAK_SMALL_MAX up to 32 KiB. */
@@ -40,7 +57,7 @@ static void waste_is_bounded_above_128_bytes(void) {
 
 static void pages_hold_enough_blocks(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
-    size_t bs = hak_bin_size(bin), slices = hak_page_slices_for(bs);
+    size_t bs = hak_bin_size(bin), slices = hak_page_slices_for(bin);
     size_t span = slices * HAK_SLICE_SIZE, blocks = span / bs;
     CHECKF(slices >= 1 && slices <= HAK_PAGE_MAX_SLICES, "class %zu: %zu slices", bs, slices);
     /* Few blocks of the largest classes (see hak_page_slices_for), many of the small ones. */
@@ -54,6 +71,7 @@ int main(void) {
   hak_test_begin("unit_size_classes");
   RUN_CASE(every_size_maps_to_smallest_fitting_class);
   RUN_CASE(classes_are_aligned_and_increasing);
+  RUN_CASE(shared_heap_steps_by_lines_from_1_to_4_kib);
   RUN_CASE(recent_classes_are_the_medium_ones_up_to_32_kib);
   RUN_CASE(waste_is_bounded_above_128_bytes);
   RUN_CASE(pages_hold_enough_blocks);

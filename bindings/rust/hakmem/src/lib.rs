@@ -82,8 +82,9 @@ unsafe impl GlobalAlloc for HakMem {
 
 impl HakMem {
     /// The usable size an allocation of `size` bytes (alignment at most 16)
-    /// gets: at least `size` (a thread's first small blocks, which are
-    /// whole cache lines, may hold more); 0 if it cannot be allocated.
+    /// gets at least: `size` or more, and the block may hold more still
+    /// (a thread heap's classes of 1 to 4 KiB, a thread's first small
+    /// blocks, which are whole cache lines); 0 if it cannot be allocated.
     pub fn good_size(size: usize) -> usize {
         unsafe { sys::hak_good_size(size) }
     }
