@@ -12,10 +12,12 @@ any workload, or the verification pass of a compared allocator), or a
 measure (time, peak RSS, heap RSS, a workload's own metric) missing from
 any run.
 
-Each workload is judged on hakmem's ratio to a reference peer measured in
-the same run (default glibc), round by round: the runner runs every
-allocator once per round, so the ratio of hakmem's run to the peer's run of
-the same round cancels machine speed and drift. The median of those paired
+Each workload is judged on hakmem's ratio to its peers measured in the
+same run, round by round: the runner runs every allocator once per round,
+so the ratio of hakmem's run to a peer's run of the same round cancels
+machine speed and drift. Per round the median of hakmem's ratios to every
+peer both runs have is taken (one peer's own change then moves no verdict),
+or with --ref NAME the ratio to that one peer. The median of those paired
 ratios is compared, new / old. The threshold is each workload's own noise:
 the larger of --threshold (10%) and the spread (max - min) / median of its
 paired ratios in either run. Besides, the geometric mean of the changes
@@ -24,7 +26,7 @@ RSS and heap RSS, so a uniform small slowdown cannot pass. A regression
 exits 1. run.py's baseline check uses the same judge() and regressions().
 
     python3 bench/compare.py [OLD.json [NEW.json]] [--threshold 0.10]
-                             [--geomean-threshold 0.05] [--ref glibc]
+                             [--geomean-threshold 0.05] [--ref peers|NAME]
 
 OLD defaults to bench/baselines/baseline.json, NEW to the newest file in
 bench/results/.
@@ -45,6 +47,7 @@ HIGHER_IS_BETTER = {"requests_per_s"}
 # Defaults of the gates, shared with run.py's baseline check.
 THRESHOLD = 0.10           # least worsening of one workload (raised to its spread)
 GEOMEAN_THRESHOLD = 0.05   # least worsening of the geometric mean over the workloads
+PEERS = "peers"            # the default reference: every peer both runs have (paired_ratios)
 
 
 def load(path):
@@ -116,10 +119,12 @@ def problems(old, new, ref, labels=("OLD", "NEW")):
                      "sizes differ, so ratios are not comparable")
     allocs = {label: set(r.get("allocators", {})) for label, r in sides}
     for label, r in sides:
-        for name in ("hakmem", ref):
+        for name in ("hakmem",) + (() if ref == PEERS else (ref,)):
             if name not in allocs[label]:
                 what = "unknown --ref" if name == ref and name != "hakmem" else "no"
                 found.append(f"{label} has {what} {name} (its allocators: {', '.join(sorted(allocs[label]))})")
+    if ref == PEERS and not reference_peers(old, new, ref):
+        found.append("the runs have no peer of hakmem in common")
     for a in sorted(allocs[labels[0]] ^ allocs[labels[1]]):
         missing_in = labels[1] if a in allocs[labels[0]] else labels[0]
         found.append(f"allocator {a} is absent from {missing_in}")
@@ -188,18 +193,36 @@ def problems(old, new, ref, labels=("OLD", "NEW")):
     return found
 
 
-def paired_ratios(result, workload, ref, measure):
-    """hakmem / ref per round (runs paired by their round number), oriented
-    so that above 1 is worse for hakmem."""
+def reference_peers(old, new, ref):
+    """The allocators hakmem's runs are paired with: `ref`, or for PEERS
+    every allocator but hakmem's variants that both runs have."""
+    if ref != PEERS:
+        return [ref]
+    common = set(old.get("allocators", {})) & set(new.get("allocators", {}))
+    return sorted(a for a in common if not a.startswith("hakmem"))
+
+
+def reference_name(ref):
+    """How reports name the reference."""
+    return "its peers (the median of its ratios to each)" if ref == PEERS else ref
+
+
+def paired_ratios(result, workload, refs, measure):
+    """hakmem's ratio to the reference per round (runs paired by their round
+    number), oriented so that above 1 is worse for hakmem: to the one peer
+    of `refs`, or the median of its ratios to each (so that one peer's own
+    change, such as glibc's Larson with sized deletes taking 0.68 s in one
+    session and 1.6 s in another, moves no verdict). A round any of them
+    lacks is left out."""
     def by_round(alloc):
         return {r["rep"]: run_value(r, measure) for r in runs_of(result, workload, alloc) if r.get("status") == "ok"}
-    hak, peer = by_round("hakmem"), by_round(ref)
+    hak, peers = by_round("hakmem"), [by_round(ref) for ref in refs]
     out = []
-    for rnd in sorted(set(hak) & set(peer)):
-        h, p = hak[rnd], peer[rnd]
-        if h is None or p is None or h <= 0 or p <= 0:
+    for rnd in sorted(hak):
+        h, ps = hak[rnd], [peer.get(rnd) for peer in peers]
+        if h is None or h <= 0 or not ps or any(p is None or p <= 0 for p in ps):
             continue
-        out.append(p / h if measure in HIGHER_IS_BETTER else h / p)
+        out.append(statistics.median(p / h if measure in HIGHER_IS_BETTER else h / p for p in ps))
     return out
 
 
@@ -214,10 +237,11 @@ def judge(old, new, ref, threshold=THRESHOLD, geomean_threshold=GEOMEAN_THRESHOL
     geometric-mean rows. Verdicts: "ok", "improved", "REGRESSION"."""
     specs_old, specs_new = workload_metrics(old), workload_metrics(new)
     names = [w for w in specs_new if w in specs_old and (workloads is None or w in workloads)]
+    refs = reference_peers(old, new, ref)
     rows, changes = [], {m: [] for m in GEOMEAN_MEASURES}
     for w in names:
         for m in list(BASE_MEASURES) + sorted(set(specs_old[w]) & set(specs_new[w])):
-            r_old, r_new = paired_ratios(old, w, ref, m), paired_ratios(new, w, ref, m)
+            r_old, r_new = paired_ratios(old, w, refs, m), paired_ratios(new, w, refs, m)
             if not r_old or not r_new:
                 continue
             med_old, med_new = statistics.median(r_old), statistics.median(r_new)
@@ -263,7 +287,9 @@ def main(argv=None):
     ap.add_argument("--geomean-threshold", type=float, default=GEOMEAN_THRESHOLD,
                     help="worsening of the geometric mean over all workloads counted as a regression "
                          f"(default {GEOMEAN_THRESHOLD})")
-    ap.add_argument("--ref", default="glibc", help="peer that hakmem's ratio is taken to (default glibc)")
+    ap.add_argument("--ref", default=PEERS,
+                    help=f"peer that hakmem's ratio is taken to (default {PEERS}: the median of its ratios "
+                         "to every peer both runs have)")
     args = ap.parse_args(argv)
     new_path = args.new or newest_result()
     for path in (args.old, new_path):
@@ -273,7 +299,7 @@ def main(argv=None):
     old, new = load(args.old), load(new_path)
     print(f"OLD: {args.old} ({old.get('commit')}, {old.get('mode')})\n"
           f"NEW: {new_path} ({new.get('commit')}, {new.get('mode')})")
-    print(f"hakmem / {args.ref} paired by round; change = new / old of the median ratio; "
+    print(f"hakmem / {reference_name(args.ref)} paired by round; change = new / old of the median ratio; "
           f"a regression if change > 1 + allowed (the larger of {args.threshold:.0%} and the spread of the runs)\n")
 
     rows, geo = judge(old, new, args.ref, args.threshold, args.geomean_threshold)

@@ -418,13 +418,13 @@ def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     # Only workloads that ran with the same arguments (sizes) as in the baseline.
     base_argv, argv = compare.workload_argv(base), compare.workload_argv(result)
     names = [w.name for w in workloads if base_argv.get(w.name) is not None and base_argv[w.name] == argv[w.name]]
-    rows, geo = compare.judge(base, result, "glibc", workloads=names)
+    rows, geo = compare.judge(base, result, compare.PEERS, workloads=names)
     flagged = sorted({row[0] for row in rows if row[-1] == "REGRESSION"})
     compared = sorted({row[0] for row in rows})
-    print(f"\nAgainst the baseline ({base.get('commit')}; hakmem / glibc paired by round, "
+    print(f"\nAgainst the baseline ({base.get('commit')}; hakmem / {compare.reference_name(compare.PEERS)} paired by round, "
           f"threshold the larger of {compare.THRESHOLD:.0%} and the spread, "
           f"geometric mean +{compare.GEOMEAN_THRESHOLD:.0%}): {len(compared)} workloads compared"
-          + (f"; not comparable (absent from the baseline, other arguments, or no hakmem/glibc data): "
+          + (f"; not comparable (absent from the baseline, other arguments, or no data of hakmem and its peers): "
              f"{', '.join(w.name for w in workloads if w.name not in compared)}" if len(compared) < len(workloads) else ""))
     rerun = {}
     for name in flagged:
@@ -440,7 +440,7 @@ def check_baseline(baseline, result, workloads, allocators, repeats, rng, ctx):
     # (a uniform slowdown flags no single workload).
     final = dict(result, runs=[r for r in result["runs"] if r["workload"] not in rerun]
                  + [r for runs in rerun.values() for r in runs])
-    rows, geo = compare.judge(base, final, "glibc", workloads=names)
+    rows, geo = compare.judge(base, final, compare.PEERS, workloads=names)
     confirmed = sorted({row[0] for row in rows if row[-1] == "REGRESSION"})
     for name in flagged:
         still = [r for r in rows if r[0] == name and r[-1] == "REGRESSION"]

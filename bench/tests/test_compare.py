@@ -25,11 +25,12 @@ WORKLOADS = {"alpha": [], "beta": [], "gamma": [], "delta": [], "memreturn": ["r
 JITTER = [1.00, 1.01, 0.99, 1.02, 0.98]  # per round: a 4% spread
 
 
-def result(mode="full", hakmem_time=None, jitter=None):
+def result(mode="full", hakmem_time=None, jitter=None, peer_time=None):
     """A run.py result: every allocator 5 rounds of every workload.
     hakmem_time: {workload: factor} on hakmem's time; jitter: {workload:
-    [per-round factors]} on hakmem's time only (noise in the paired ratio)."""
-    hakmem_time, jitter = hakmem_time or {}, jitter or {}
+    [per-round factors]} on hakmem's time only (noise in the paired ratio);
+    peer_time: {allocator: {workload: factor}} on a peer's time."""
+    hakmem_time, jitter, peer_time = hakmem_time or {}, jitter or {}, peer_time or {}
     runs = []
     for wi, (w, metrics) in enumerate(WORKLOADS.items()):
         for rnd in range(1, 6):
@@ -38,6 +39,7 @@ def result(mode="full", hakmem_time=None, jitter=None):
                 t = (1.0 + wi) * (1.0 + 0.1 * ai) * j
                 if a == "hakmem":
                     t *= hakmem_time.get(w, 1.0) * jitter.get(w, [1.0] * 5)[rnd - 1]
+                t *= peer_time.get(a, {}).get(w, 1.0)
                 rss = 10000 + 1000 * ai + 100 * wi
                 runs.append({"workload": w, "allocator": a, "rep": rnd, "status": "ok", "exit_code": 0,
                              "wall_s": t, "time_s": t, "maxrss_kb": rss, "heap_rss_kb": rss - 900,
@@ -217,6 +219,17 @@ class JudgedAgainstNoise(unittest.TestCase):
         code, out = compare(result(), result(hakmem_time={"alpha": 1.15}))
         self.assertEqual(code, 1, out)
         self.assertRegex(out, r"alpha\s+time .*REGRESSION")
+
+    def test_one_peers_own_change_moves_no_verdict(self):
+        # glibc 2.5x faster on beta in the new run, hakmem and the other
+        # peers as they were: the median of hakmem's ratios to its peers
+        # stays, the ratio to glibc alone would flag beta.
+        new = result(peer_time={"glibc": {"beta": 0.4}})
+        code, out = compare(result(), new)
+        self.assertEqual(code, 0, out)
+        code, out = compare(result(), new, "--ref", "glibc")
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"beta\s+time .*REGRESSION")
 
     def test_improvement_is_not_a_regression(self):
         code, out = compare(result(), result(hakmem_time={w: 0.8 for w in WORKLOADS}))
