@@ -84,7 +84,8 @@ static void churn_threads(void)
             if (rss > peak_rss) peak_rss = rss;
             CHECK_RSS_BELOW(RSS_BOUND);
             if (started == WARM_UP) base_rss = rss;
-            else if (started > WARM_UP) CHECK_RSS_GROWTH_BELOW(base_rss, 32 * MiB);
+            else if (started > WARM_UP)
+                CHECK_RSS_GROWTH_BELOW(base_rss, 32 * MiB + (started - WARM_UP) * HAK_RSS_PER_THREAD_RUN);
         }
     }
     hak_queue_close(&handoff);
@@ -130,10 +131,11 @@ static void orphaned_blocks_freed_by_main(void)
          * up to 500 ms when each generation reuses what the last freed, and
          * the purger that returns it may wait for a core on a loaded machine:
          * give it up to 5 s to go (a page nobody reuses or frees never goes). */
-        for (int waited_ms = 0; hak_rss_bytes() >= base_rss + 16 * MiB * HAK_RSS_SLACK && waited_ms < 5000;
+        size_t growth = 16 * MiB + gen * ORPHAN_THREADS * HAK_RSS_PER_THREAD_RUN;
+        for (int waited_ms = 0; hak_rss_bytes() >= base_rss + growth * HAK_RSS_SLACK && waited_ms < 5000;
              waited_ms += 10)
             usleep(10 * 1000);
-        CHECK_RSS_GROWTH_BELOW(base_rss, 16 * MiB);
+        CHECK_RSS_GROWTH_BELOW(base_rss, growth);
     }
     CHECK_RSS_BELOW(RSS_BOUND);
 }
