@@ -207,6 +207,23 @@ def reference_name(ref):
     return "its peers (the median of its ratios to each)" if ref == PEERS else ref
 
 
+def by_round(result, workload, alloc, measure):
+    """An allocator's value of the measure per round, of its successful runs."""
+    return {r["rep"]: run_value(r, measure) for r in runs_of(result, workload, alloc) if r.get("status") == "ok"}
+
+
+def complete_peers(old, new, workload, refs, measure):
+    """The peers of `refs` with a value in every round hakmem has one, in
+    both runs: a peer that failed or lacks the measure somewhere is left out
+    of the workload's reference rather than taking those rounds with it
+    (which could hide hakmem's regression; compare.py's problems() names
+    the failure either way)."""
+    def complete(result, ref):
+        hak, peer = by_round(result, workload, "hakmem", measure), by_round(result, workload, ref, measure)
+        return all(peer.get(rnd) is not None and peer[rnd] > 0 for rnd, h in hak.items() if h is not None and h > 0)
+    return [ref for ref in refs if complete(old, ref) and complete(new, ref)]
+
+
 def paired_ratios(result, workload, refs, measure):
     """hakmem's ratio to the reference per round (runs paired by their round
     number), oriented so that above 1 is worse for hakmem: to the one peer
@@ -214,9 +231,8 @@ def paired_ratios(result, workload, refs, measure):
     change, such as glibc's Larson with sized deletes taking 0.68 s in one
     session and 1.6 s in another, moves no verdict). A round any of them
     lacks is left out."""
-    def by_round(alloc):
-        return {r["rep"]: run_value(r, measure) for r in runs_of(result, workload, alloc) if r.get("status") == "ok"}
-    hak, peers = by_round("hakmem"), [by_round(ref) for ref in refs]
+    hak = by_round(result, workload, "hakmem", measure)
+    peers = [by_round(result, workload, ref, measure) for ref in refs]
     out = []
     for rnd in sorted(hak):
         h, ps = hak[rnd], [peer.get(rnd) for peer in peers]
@@ -241,7 +257,8 @@ def judge(old, new, ref, threshold=THRESHOLD, geomean_threshold=GEOMEAN_THRESHOL
     rows, changes = [], {m: [] for m in GEOMEAN_MEASURES}
     for w in names:
         for m in list(BASE_MEASURES) + sorted(set(specs_old[w]) & set(specs_new[w])):
-            r_old, r_new = paired_ratios(old, w, refs, m), paired_ratios(new, w, refs, m)
+            present = complete_peers(old, new, w, refs, m) if ref == PEERS else refs
+            r_old, r_new = paired_ratios(old, w, present, m), paired_ratios(new, w, present, m)
             if not r_old or not r_new:
                 continue
             med_old, med_new = statistics.median(r_old), statistics.median(r_new)

@@ -231,6 +231,19 @@ class JudgedAgainstNoise(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertRegex(out, r"beta\s+time .*REGRESSION")
 
+    def test_a_failing_peer_hides_no_regression(self):
+        # mimalloc fails every round of alpha in the new run, where hakmem
+        # is 1.5x slower: alpha is still judged, on the other peers.
+        new = result(hakmem_time={"alpha": 1.5})
+        for r in new["runs"]:
+            if r["workload"] == "alpha" and r["allocator"] == "mimalloc":
+                r.update(status="timeout", exit_code=None)
+        rows, _ = compare_py.judge(result(), new, compare_py.PEERS)
+        self.assertIn(("alpha", "time"), {(w, m) for w, m, *_, v in rows if v == "REGRESSION"})
+        code, out = compare(result(), new)
+        self.assertEqual(code, 2, out)   # and the comparison is incomplete
+        self.assertIn("alpha FAILed under mimalloc", out)
+
     def test_improvement_is_not_a_regression(self):
         code, out = compare(result(), result(hakmem_time={w: 0.8 for w in WORKLOADS}))
         self.assertEqual(code, 0, out)
