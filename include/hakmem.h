@@ -35,17 +35,16 @@ HAKMEM_API size_t hak_malloc_usable_size(const void *p);
 
 /* The usable size malloc(size) gives at least, without allocating (like
  * jemalloc's nallocx, but a lower bound): malloc_usable_size(malloc(size))
- * >= hak_good_size(size) >= size, equal for most sizes. A block holds more
- * in three cases: from 1 to 4 KiB this rounds to 64 bytes (as the shared
- * heap, which serves a thread's first 64 small blocks, does), and a
- * thread's own heap to classes 128 or 256 bytes apart; a thread's first 64
- * small blocks (up to 8 KiB), and those it allocates after its heap was
- * given up at exit (in late thread-exit destructors), are whole cache
- * lines, so hold what this says of the size rounded up to a multiple of 64
- * bytes (at least 64); a huge block reused from the cache of freed ones
- * may hold up to an eighth more. 0 if malloc(size) must fail.
- * libhakmem-secure gives exactly `size` (so also 0 for malloc(0), whose
- * block has no usable byte there). */
+ * >= hak_good_size(size) >= size. They are equal except in three cases. A
+ * thread's first 64 small blocks (up to 8 KiB), and those it allocates
+ * after its heap was given up at exit (in late thread-exit destructors),
+ * are whole cache lines: the size rounded up to a multiple of 64 bytes (at
+ * least 64), then to a size class below 1 KiB and above 4 KiB; between, this
+ * gives that multiple of 64, so a thread's other blocks of 1 to 4 KiB,
+ * whose classes are 128 or 256 bytes apart, hold up to 192 bytes more. A
+ * huge block reused from the cache of freed ones may hold up to an eighth
+ * more. 0 if malloc(size) must fail. libhakmem-secure gives exactly `size`
+ * (so also 0 for malloc(0), whose block has no usable byte there). */
 HAKMEM_API size_t hak_good_size(size_t size);
 
 /* C23 free_sized / free_aligned_sized (also exported under those names when

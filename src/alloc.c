@@ -155,7 +155,7 @@ void *hak_calloc(size_t count, size_t size) {
  * get a thread heap's class or the shared heap's (heap.c): both must be. */
 static bool classes_keep_alignment(size_t request, size_t align) {
   size_t sizes = hak_bin_size(hak_bin_of(request));
-  if (request <= HAK_SMALL_MAX) sizes |= hak_bin_size(hak_shared_bin_of(hak_shared_request(request)));
+  if (request <= HAK_SMALL_MAX) sizes |= hak_shared_block_size(request);
   return (sizes & (align - 1)) == 0;
 }
 
@@ -245,19 +245,20 @@ size_t hak_malloc_usable_size(const void *p) {
 }
 
 /* The usable size malloc(size) gives at least, without allocating (as
- * jemalloc's nallocx, but a lower bound): the block's class, whole slices
- * for a large block, whole OS pages for a huge one, and from 1 to 4 KiB
- * the size in whole cache lines, the shared heap's class there. A block
- * may hold more: a thread heap's class there (up to 192 bytes more), a
- * small one of the shared heap the class of what hak_shared_request makes
- * of the size, a huge one taken from the cache of freed ones up to an
- * eighth more. 0 for a size malloc cannot serve. The secure variant gives
- * exactly the size asked for: its canary follows. */
+ * jemalloc's nallocx, but a lower bound): for a small size the lesser of
+ * what a thread heap and the shared heap give (the shared heap's is less
+ * from 1 to 4 KiB only), else the block's class, whole slices for a large
+ * block, whole OS pages for a huge one (one taken from the cache of freed
+ * ones may hold up to an eighth more); 0 for a size malloc cannot serve.
+ * The secure variant gives exactly the size asked for: its canary follows. */
 size_t hak_good_size(size_t size) {
 #if HAKMEM_SECURE
   return hak_secure_request(size) <= HAK_MAX_REQUEST ? size : 0;
 #endif
-  if (size > HAK_FINE_MIN && size <= HAK_FINE_MAX) return hak_shared_request(size);
+  if (size <= HAK_SMALL_MAX) {
+    size_t own = hak_bin_size(hak_bin_of(size)), shared = hak_shared_block_size(size);
+    return own < shared ? own : shared;
+  }
   if (size <= HAK_MEDIUM_MAX) return hak_bin_size(hak_bin_of(size));
   if (size <= HAK_LARGE_MAX) return hak_align_up(size, HAK_SLICE_SIZE);
   if (size <= HAK_MAX_REQUEST) return hak_align_up(size, HAK_OS_PAGE);

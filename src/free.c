@@ -425,8 +425,10 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
    * to 4 KiB). */
   size_t request = align > HAK_ALIGN ? size + align : size;
   size_t most = hak_good_size(request);
-  if (request <= HAK_SMALL_MAX)
-    most = hak_bin_size(hak_bin_of(usable % HAK_SHARED_LINE == 0 ? hak_shared_request(request) : request));
+  if (request <= HAK_SMALL_MAX) {
+    most = hak_bin_size(hak_bin_of(request));
+    if (usable % HAK_SHARED_LINE == 0 && hak_shared_block_size(request) > most) most = hak_shared_block_size(request);
+  }
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
 #endif

@@ -115,7 +115,7 @@ static void heaps_unlink(hak_heap_t *heap) {
 /* `zeroed`: the heap's memory is all zero already (fresh from the OS, or
  * the shared heap's static storage), so clearing it would only make its
  * untouched pages resident: a thread that uses a few classes touches the
- * entries of those, not all of its 6 KiB. A recycled heap is cleared. */
+ * entries of those, not all of its 7 KiB. A recycled heap is cleared. */
 static void heap_setup(hak_heap_t *heap, hak_arena_t *arena, bool zeroed) {
   if (!zeroed) memset(heap, 0, sizeof *heap);
   for (size_t i = 0; i < HAK_DIRECT; i++) heap->direct[i] = &hak_page_empty;

@@ -87,8 +87,8 @@
 #define HAK_MEDIUM_MAX         ((size_t)1 << 20)   /* largest size class     */
 #define HAK_DIRECT_FINE_MAX    1024        /* heap->direct in 16-byte steps up to here, 128-byte steps above */
 #define HAK_CLASS_BINS         113         /* size classes 1..112; 0 unused  */
-#define HAK_FINE_BINS          32          /* then the shared heap's own classes (hak_shared_bin_of) */
-#define HAK_BINS               (HAK_CLASS_BINS + HAK_FINE_BINS)
+#define HAK_SHARED_BINS        32          /* then the shared heap's own classes (hak_shared_bin_of) */
+#define HAK_BINS               (HAK_CLASS_BINS + HAK_SHARED_BINS)
 #define HAK_DIRECT             (HAK_DIRECT_FINE_MAX / 16 + 1 + HAK_SMALL_MAX / 128 - HAK_DIRECT_FINE_MAX / 128)
 #define HAK_PAGE_MAX_SLICES    (16 + HAKMEM_SECURE)   /* a medium page spans <= 1 MiB (one 1 MiB block; the secure
                                                      variant's guard page makes that 17 slices) */
@@ -108,12 +108,12 @@ static inline size_t hak_bin_of(size_t size) {
 /* The shared heap (heap.c) serves 1-4 KiB in 64-byte steps: its blocks
  * are whole cache lines anyway (hak_shared_request), and many threads that
  * each hold a few such blocks would otherwise waste up to 128-256 bytes on
- * each. Its classes that are not classes above are bins of their own, past
- * HAK_CLASS_BINS: 1088 + 128 j up to 2 KiB (8), then 2 KiB + 64 m for m
- * not a multiple of 4 (24). Thread heaps never use them: more classes would
- * cost every thread a partly used page per class. */
-#define HAK_FINE_MIN 1024   /* exclusive */
-#define HAK_FINE_MAX 4096
+ * each. Those steps that are not among the classes above get bins of their
+ * own, past HAK_CLASS_BINS: 1088 + 128 j below 2 KiB (8), then 2 KiB + 64 m
+ * for m not a multiple of 4 (24). Thread heaps never use them: more
+ * classes would cost every thread a partly used page per class. */
+#define HAK_LINE_STEP_MIN 1024   /* exclusive */
+#define HAK_LINE_STEP_MAX 4096
 static inline size_t hak_bin_size(size_t bin) {
   if (bin <= 8) return bin * HAK_ALIGN;
   if (bin >= HAK_CLASS_BINS) {
@@ -129,7 +129,7 @@ static inline size_t hak_bin_size(size_t bin) {
 /* The bin of a small request to the shared heap: the smallest multiple of
  * 64 that holds it, from 1 to 4 KiB. */
 static inline size_t hak_shared_bin_of(size_t size) {
-  if (size <= HAK_FINE_MIN || size > HAK_FINE_MAX) return hak_bin_of(size);
+  if (size <= HAK_LINE_STEP_MIN || size > HAK_LINE_STEP_MAX) return hak_bin_of(size);
   size_t lines = (size + 63) >> 6;
   if (lines <= 32) return lines % 2 ? HAK_CLASS_BINS + (lines - 17) / 2 : hak_bin_of(lines << 6);
   size_t m = lines - 32;
@@ -776,6 +776,11 @@ HAK_INTERNAL hak_heap_t *hak_heap_for_allocation(size_t *size);
  * is a multiple of HAK_SHARED_LINE, so its blocks start on lines. */
 #define HAK_SHARED_LINE  64
 static inline size_t hak_shared_request(size_t size) { return hak_align_up(size > 0 ? size : 1, HAK_SHARED_LINE); }
+/* What a small request to the shared heap gets (it may hold more than a
+ * thread heap's block for the same request, or less: from 1 to 4 KiB). */
+static inline size_t hak_shared_block_size(size_t request) {
+  return hak_bin_size(hak_shared_bin_of(hak_shared_request(request)));
+}
 /* The shared heap, locked. */
 HAK_INTERNAL hak_heap_t *hak_heap_shared(void);
 HAK_INTERNAL void hak_heap_release(hak_heap_t *heap);

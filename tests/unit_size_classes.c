@@ -28,13 +28,13 @@ static void classes_are_aligned_and_increasing(void) {
 static void shared_heap_steps_by_lines_from_1_to_4_kib(void) {
   size_t own = 0;
   for (size_t size = 1; size <= HAK_SMALL_MAX; size++) {
-    size_t bin = hak_shared_bin_of(size), want = size > HAK_FINE_MIN && size <= HAK_FINE_MAX ? (size + 63) / 64 * 64
+    size_t bin = hak_shared_bin_of(size), want = size > HAK_LINE_STEP_MIN && size <= HAK_LINE_STEP_MAX ? (size + 63) / 64 * 64
                                                                                               : hak_bin_size(hak_bin_of(size));
     CHECKF(bin >= 1 && bin < HAK_BINS && hak_bin_size(bin) == want, "size %zu -> bin %zu of %zu", size, bin, hak_bin_size(bin));
     CHECKF(bin < HAK_CLASS_BINS || hak_bin_size(hak_bin_of(size)) != want, "size %zu: own bin for a class", size);
     if (bin >= HAK_CLASS_BINS && size % 64 == 0) own++;
   }
-  CHECKF(own == HAK_FINE_BINS, "%zu of the shared heap's own bins in use", own);
+  CHECKF(own == HAK_SHARED_BINS, "%zu of the shared heap's own bins in use", own);
   for (size_t bin = HAK_CLASS_BINS; bin < HAK_BINS; bin++)
     CHECKF(hak_shared_bin_of(hak_bin_size(bin)) == bin, "bin %zu (%zu) maps elsewhere", bin, hak_bin_size(bin));
 }
