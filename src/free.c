@@ -423,11 +423,12 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
    * from hak_shared_request of it. A small block holds at most the class
    * of that (a thread heap's classes hold more than hak_good_size from 1
    * to 4 KiB). */
-  size_t request = align > HAK_ALIGN ? size + align : size;
-  size_t most = hak_good_size(request);
+  size_t request = align > HAK_ALIGN ? size + align : size, most;
   if (request <= HAK_SMALL_MAX) {
-    most = hak_bin_size(hak_bin_of(request));
-    if (usable % HAK_SHARED_LINE == 0 && hak_shared_block_size(request) > most) most = hak_shared_block_size(request);
+    size_t own = hak_bin_size(hak_bin_of(request)), shared = hak_shared_block_size(request);
+    most = usable % HAK_SHARED_LINE == 0 && shared > own ? shared : own;
+  } else {
+    most = hak_good_size(request);
   }
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);

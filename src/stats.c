@@ -55,7 +55,7 @@ static void add_bins(bin_counts_t *into, const hak_bin_stats_t *from) {
   }
 }
 
-static void add_page_events(bin_counts_t *into) {
+static void take_page_events(bin_counts_t *into) {
   for (size_t b = 0; b < HAK_BINS; b++) {
     into[b].pages_new = hak_counter_get(&hak_page_stats[b].pages_new);
     into[b].pages_freed = hak_counter_get(&hak_page_stats[b].pages_freed);
@@ -124,7 +124,7 @@ static void census_span(const hak_page_t *span, void *arg) {
 static void take_snapshot(snapshot_t *s) {
   memset(s, 0, sizeof *s);
   hak_heaps_visit(count_heap, s);
-  add_page_events(s->counts);
+  take_page_events(s->counts);
   hak_arenas_visit_spans(census_span, s);
   if (hak_owner_counted) {   /* exact, unlike pages' counts (remote frees not yet gathered) */
     s->live_bytes = 0;
@@ -203,9 +203,8 @@ static snapshot_t report;
 static totals_t report_totals;
 
 /* Reports list the classes by size: the shared heap's own bins (past
- * HAK_CLASS_BINS) fall between the others. Sorted on the first report. */
+ * HAK_CLASS_BINS) fall between the others. (report_lock) */
 static uint8_t by_size[HAK_BINS];
-static bool by_size_ready;
 
 static void sort_bins_by_size(void) {
   for (size_t bin = 0; bin < HAK_BINS; bin++) {
@@ -213,12 +212,11 @@ static void sort_bins_by_size(void) {
     for (; i > 0 && hak_bin_size(by_size[i - 1]) > hak_bin_size(bin); i--) by_size[i] = by_size[i - 1];
     by_size[i] = (uint8_t)bin;
   }
-  by_size_ready = true;
 }
 
 static void report_begin(void) {
   hak_lock(&report_lock);
-  if (!by_size_ready) sort_bins_by_size();
+  sort_bins_by_size();
   take_snapshot(&report);
   take_totals(&report_totals);
 }
