@@ -131,12 +131,20 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
     heap->heartbeat = HAK_HEARTBEAT;
     hak_heap_flush_recent(heap, 1);
+    hak_heap_foreign_heartbeat(heap);
     hak_purge_due_work(heap);
   } else {
     heap->heartbeat -= HAK_HEARTBEAT_SLOW;
+#if !HAKMEM_SECURE
+    heap->slow_mallocs++;   /* (the foreign cache's window, free.c) */
+#endif
   }
   if (size > HAK_MEDIUM_MAX) return malloc_beyond_classes(size, heap, zero);
-  return malloc_from_pages(size, hak_heap_bin_of(heap, size), heap, zero);
+  size_t bin = hak_heap_bin_of(heap, size);
+#if !HAKMEM_SECURE
+  if (heap->keeps_foreign && bin < HAK_FOREIGN_BINS && hak_foreign_drained(&heap->foreign[bin])) hak_heap_foreign_reset(heap, bin);
+#endif
+  return malloc_from_pages(size, bin, heap, zero);
 }
 
 void *hak_calloc(size_t count, size_t size) {

@@ -15,7 +15,8 @@
  *                       blocks, pages with aligned blocks, counted frees.
  *                       Blocks of pages this thread does not own go to
  *                       hak_page_free_remote (owner.c: the ownership
- *                       protocol)
+ *                       protocol), or stay with this thread if its frees
+ *                       are mostly such frees (keep_foreign)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block
@@ -290,6 +291,123 @@ void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
   for (size_t i = 0; i < HAK_RECENT_BINS; i++) recent_release_down_to(heap, &heap->recent[i], keep);
 }
 
+/* ------------------------------------------------------------ foreign cache */
+
+/* A thread whose frees are mostly of other threads' blocks (it consumes
+ * what others allocate) keeps those blocks for its own next mallocs of
+ * their class, newest first, as tcmalloc and jemalloc keep every block a
+ * thread frees: the program has just used them on this core, whereas their
+ * owner's next use would take each of their lines back across cores. A
+ * thread whose frees are mostly of its own blocks sends other threads'
+ * back: kept, each would be another thread's block again at its next
+ * free, and kept again, until nearly every free went this way, writing
+ * into pages whose owners allocate their neighbours (design.md §5.5).
+ * Which kind of thread it is, the heartbeat decides from the window before
+ * (hak_heap_foreign_heartbeat).
+ *
+ * A kept block is tagged free (a second free is caught) and still counted
+ * used by its page (so the page stays, and may change hands), as one in
+ * heap->recent; medium blocks wait in heap->recent itself, small ones in
+ * heap->foreign (internal.h). Bounded per class, and given back to their
+ * pages at the heartbeat (the classes the thread took none of since the
+ * one before, or all once it stops keeping), at its exit, and by
+ * hak_collect. Not in the secure variant (internal.h). */
+#if HAKMEM_SECURE
+static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  (void)heap; (void)page; (void)b;
+  return false;
+}
+#else
+static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  if (heap == &hak_heap_empty) return false;   /* (a thread with no heap: nothing to count, nowhere to keep) */
+  heap->foreign_frees++;
+  if (!heap->keeps_foreign) return false;
+  size_t bin = atomic_load_explicit(&page->bin, memory_order_relaxed);
+  if (hak_bin_has_recent(bin)) {
+    keep_recent(heap, page, b);
+    return true;
+  }
+  if (bin >= HAK_FOREIGN_BINS) return false;   /* (the shared heap's own classes) */
+  hak_page_t *f = &heap->foreign[bin];
+  size_t held = hak_foreign_held(f);
+  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) return false;
+  mark_free(b, page);
+  b->next = f->free;
+  f->free = b;
+  f->capacity++;
+  held++;
+  /* Half full: the class's mallocs take from here until it runs out
+   * (switching at the first block would switch back and forth). */
+  if (!f->alone && (held * 2 >= HAK_FOREIGN_BLOCKS || held * page->block_size * 2 >= HAK_FOREIGN_BYTES)) {
+    f->alone = true;
+    hak_heap_update_direct(heap, bin);
+  }
+  return true;
+}
+
+/* The class's kept blocks ran out (malloc_slow) or went back: its direct
+ * entries lead to its pages again. */
+void hak_heap_foreign_reset(hak_heap_t *heap, size_t bin) {
+  hak_page_t *f = &heap->foreign[bin];
+  f->capacity = f->reserved = 0;
+  f->alone = false;
+  atomic_store_explicit(&f->used, 0, memory_order_relaxed);
+  hak_heap_update_direct(heap, bin);
+}
+
+/* The kept blocks back to their pages: every class's, or (`idle_only`)
+ * those of the classes the thread took none of since the last heartbeat
+ * (`reserved` holds the pops it saw then; sending back every class's at
+ * each heartbeat would send back blocks the thread is about to take). */
+static void flush_foreign(hak_heap_t *heap, bool idle_only) {
+  for (size_t bin = 1; bin < HAK_FOREIGN_BINS; bin++) {
+    hak_page_t *f = &heap->foreign[bin];
+    if (f->capacity == 0) continue;
+    if (idle_only && f->reserved != hak_page_used(f)) {
+      f->reserved = hak_page_used(f);
+      continue;
+    }
+    while (f->free != NULL) {
+      hak_block_t *b = f->free;
+      f->free = b->next;
+      recent_release(heap, b);
+    }
+    hak_heap_foreign_reset(heap, bin);
+  }
+}
+
+/* All kept blocks back, by hak_collect. (The medium ones, in
+ * heap->recent, go with hak_heap_flush_recent.) */
+void hak_heap_flush_foreign(hak_heap_t *heap) {
+  if (heap->keeps_foreign) flush_foreign(heap, false);
+}
+
+#define FOREIGN_MAP hak_align_up(HAK_FOREIGN_BINS * sizeof(hak_page_t), HAK_OS_PAGE)
+
+/* Thread exit: all kept blocks back, and heap->foreign unmapped. */
+void hak_heap_foreign_done(hak_heap_t *heap) {
+  hak_heap_flush_foreign(heap);
+  if (heap->foreign != NULL) hak_os_free(heap->foreign, FOREIGN_MAP);
+  heap->foreign = NULL;
+  heap->keeps_foreign = false;
+}
+
+/* At the heartbeat: whether the thread keeps other threads' blocks until
+ * the next one, from the window since the last. It keeps them if at least
+ * half as many of its frees were of other threads' blocks as it made
+ * mallocs (each fast one took one off the heartbeat, each slow one
+ * HAK_HEARTBEAT_SLOW, and slow ones are counted). */
+void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
+  uint32_t mallocs = HAK_HEARTBEAT - (HAK_HEARTBEAT_SLOW - 1) * heap->slow_mallocs;
+  bool kept = heap->keeps_foreign, keep = heap->foreign_frees * 2 >= mallocs;
+  heap->foreign_frees = heap->slow_mallocs = 0;
+  if (keep && heap->foreign == NULL)   /* (zero: nothing kept, no direct entry leads there) */
+    heap->foreign = hak_os_alloc_aligned(FOREIGN_MAP, HAK_OS_PAGE);
+  heap->keeps_foreign = keep && heap->foreign != NULL;
+  if (kept) flush_foreign(heap, heap->keeps_foreign);
+}
+#endif
+
 /* A checked block of a page this heap owns: a medium one waits in
  * heap->recent, the rest go onto their page's free list. (Out of line:
  * inlined into hak_free_released, it cost the secure variant's free 1-2
@@ -331,7 +449,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
     if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 &&
         (hak_block_check_shared(slice, p) ||
          (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
-      free_remote(page, (hak_block_t *)p);
+      if (!keep_foreign(heap, page, (hak_block_t *)p)) free_remote(page, (hak_block_t *)p);
       return;
     }
   }

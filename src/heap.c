@@ -97,6 +97,9 @@ void hak_heap_update_direct(hak_heap_t *heap, size_t bin) {
   if (hak_owner_counted) return;   /* counting: every malloc goes generic */
   hak_page_t *page = heap->queues[bin].first;
   if (page == NULL) page = &hak_page_empty;
+#if !HAKMEM_SECURE
+  if (heap->keeps_foreign && bin < HAK_FOREIGN_BINS && heap->foreign[bin].alone) page = &heap->foreign[bin];
+#endif
   for (size_t i = direct_first[bin]; i <= direct_last[bin]; i++) heap->direct[i] = page;
 }
 
@@ -189,6 +192,7 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   hak_quarantine_flush(heap);   /* before its pages are abandoned: the blocks are still live */
 #endif
   hak_heap_flush_recent(heap, 0);   /* its blocks back in their pages, before those are abandoned */
+  hak_heap_foreign_done(heap);
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;

@@ -564,6 +564,22 @@ typedef struct hak_recent_s {
  * subtraction wraps below HAK_RECENT_FIRST). */
 static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRST < HAK_RECENT_BINS; }
 
+/* The foreign cache (free.c): small blocks of other threads' pages that
+ * this thread freed, kept per class for its own next mallocs of the class.
+ * Each class's list is in a page descriptor of its own, so that the malloc
+ * fast path pops it as it pops a page, through heap->direct, at no cost to
+ * the other classes. Its fields: `free` the kept blocks (newest first),
+ * `capacity` counts pushes and `used` pops since the class last ran out
+ * (both wrap), `alone` tells that the class's direct entries lead here,
+ * and `reserved` is `used` as the last heartbeat saw it. */
+#define HAK_FOREIGN_BINS   HAK_RECENT_FIRST   /* the small classes */
+#define HAK_FOREIGN_BLOCKS 8                  /* kept per class at most ... */
+#define HAK_FOREIGN_BYTES  (16 * 1024)        /* ... and at most these bytes */
+static inline size_t hak_foreign_held(const hak_page_t *f) {
+  return (uint16_t)(f->capacity - atomic_load_explicit(&f->used, memory_order_relaxed));
+}
+static inline bool hak_foreign_drained(const hak_page_t *f) { return f->alone && f->free == NULL; }
+
 /* Per-thread call counters, per size class (class 0: huge blocks). They
  * move only when HAKMEM_STATS is on. Written by the heap's holder, read by
  * reports (stats.c) at any time. */
@@ -586,6 +602,9 @@ static inline void hak_page_stat_inc(_Atomic(uint64_t) *c) { atomic_fetch_add_ex
 typedef struct hak_heap_s {
   uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
   bool shared;                           /* the shared heap (heap.c): its bins come from hak_shared_bin_of */
+#if !HAKMEM_SECURE
+  bool keeps_foreign;                    /* keeps other threads' blocks it frees, till the next heartbeat (free.c) */
+#endif
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   hak_arena_t *arena;
@@ -594,6 +613,14 @@ typedef struct hak_heap_s {
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;
+#else
+  uint32_t foreign_frees, slow_mallocs;  /* since the last heartbeat: frees of other threads' blocks; slow
+                                            mallocs but the heartbeat's own (free.c, keep_foreign) */
+  /* small classes: blocks of other threads' pages this thread freed
+   * (above), HAK_FOREIGN_BINS descriptors, mapped when the thread first
+   * keeps such blocks (most threads never do: the heap stays two OS pages),
+   * unmapped at its exit. Empty while keeps_foreign is false. */
+  hak_page_t *foreign;
 #endif
 } hak_heap_t;
 
@@ -853,6 +880,16 @@ HAK_INTERNAL void hak_purger_init(void);
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap, unsigned keep);
+#if HAKMEM_SECURE   /* (no foreign cache: its free-list links are checked against their own page) */
+static inline void hak_heap_flush_foreign(hak_heap_t *heap) { (void)heap; }
+static inline void hak_heap_foreign_done(hak_heap_t *heap) { (void)heap; }
+static inline void hak_heap_foreign_heartbeat(hak_heap_t *heap) { (void)heap; }
+#else
+HAK_INTERNAL void  hak_heap_flush_foreign(hak_heap_t *heap);
+HAK_INTERNAL void  hak_heap_foreign_done(hak_heap_t *heap);
+HAK_INTERNAL void  hak_heap_foreign_heartbeat(hak_heap_t *heap);
+HAK_INTERNAL void  hak_heap_foreign_reset(hak_heap_t *heap, size_t bin);
+#endif
 /* realloc's move: a block of the size asked, of a quarter more than the
  * old block (HAK_GROW_QUARTER), or a huge block of the size asked. */
 typedef enum { HAK_GROW_AS_ASKED, HAK_GROW_QUARTER, HAK_GROW_HUGE } hak_growth_t;

@@ -320,6 +320,7 @@ void hak_collect(void) {
   hak_heap_t *own = hak_heap_get();
   if (own != &hak_heap_empty) {
     hak_heap_flush_recent(own, 0);
+    hak_heap_flush_foreign(own);
     hak_heap_free_empty_pages(own);
   }
   hak_heap_t *shared = hak_heap_shared();
