@@ -229,7 +229,9 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
  * out to its page. Meanwhile it is tagged free (so a second free is caught)
  * and still counted used by its page (so the page stays; it may change
  * hands if it goes full and is abandoned). */
-static void recent_release(hak_heap_t *heap, hak_block_t *b) {
+
+/* A kept block (heap->recent, or heap->foreign below) back to its page. */
+static void kept_release(hak_heap_t *heap, hak_block_t *b) {
   hak_page_t *page = hak_page_of(hak_segment_of(b), b);
   if (owned_or_taken_back(heap, page)) {
     link_local(page, b);
@@ -257,7 +259,7 @@ static unsigned recent_in_page(const hak_recent_t *r, const hak_page_t *page) {
 
 /* Give the ring's oldest blocks back to their pages until `keep` are left. */
 static void recent_release_down_to(hak_heap_t *heap, hak_recent_t *r, unsigned keep) {
-  for (; r->count > keep; r->count--) recent_release(heap, recent_oldest(r));
+  for (; r->count > keep; r->count--) kept_release(heap, recent_oldest(r));
 }
 
 /* If nothing of the page is in use but blocks in the ring, let the ring go
@@ -279,7 +281,7 @@ static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   r->top = (uint8_t)((r->top + 1u) % HAK_RECENT_DEPTH);
   r->slot[r->top] = b;
   r->count++;
-  if (oldest != NULL) recent_release(heap, oldest);
+  if (oldest != NULL) kept_release(heap, oldest);
   if (hak_unlikely(hak_page_used(page) <= r->count)) release_if_only_kept(heap, r, page);
 }
 
@@ -318,6 +320,25 @@ static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t 
   return false;
 }
 #else
+/* How many of a class's kept blocks lie in `page` (a one-slice page). */
+static unsigned foreign_in_page(const hak_page_t *f, const hak_page_t *page) {
+  unsigned n = 0;
+  for (const hak_block_t *b = f->free; b != NULL; b = b->next) n += hak_page_of(hak_segment_of(b), b) == page;
+  return n;
+}
+
+/* A class's kept blocks back to their pages; its direct entries lead to
+ * its pages again. */
+static void flush_class(hak_heap_t *heap, size_t bin) {
+  hak_page_t *f = &heap->foreign[bin];
+  while (f->free != NULL) {
+    hak_block_t *b = f->free;
+    f->free = b->next;
+    kept_release(heap, b);
+  }
+  hak_heap_foreign_reset(heap, bin);
+}
+
 static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   if (heap == &hak_heap_empty) return false;   /* (a thread with no heap: nothing to count, nowhere to keep) */
   heap->foreign_frees++;
@@ -327,10 +348,17 @@ static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t 
     keep_recent(heap, page, b);
     return true;
   }
-  if (bin >= HAK_FOREIGN_BINS) return false;   /* (the shared heap's own classes) */
+  if (bin >= HAK_FOREIGN_BINS) return false;   /* (medium classes above 32 KiB; the shared heap's own) */
   hak_page_t *f = &heap->foreign[bin];
   size_t held = hak_foreign_held(f);
   if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) return false;
+  /* b is the page's last block in use but those kept here: kept, they
+   * would hold the page for nothing; they go back with b (as
+   * release_if_only_kept does for heap->recent). */
+  if (hak_unlikely(hak_page_used(page) <= held + 1) && foreign_in_page(f, page) + 1 >= hak_page_used(page)) {
+    flush_class(heap, bin);
+    return false;
+  }
   mark_free(b, page);
   b->next = f->free;
   f->free = b;
@@ -362,24 +390,19 @@ void hak_heap_foreign_reset(hak_heap_t *heap, size_t bin) {
 static void flush_foreign(hak_heap_t *heap, bool idle_only) {
   for (size_t bin = 1; bin < HAK_FOREIGN_BINS; bin++) {
     hak_page_t *f = &heap->foreign[bin];
-    if (f->capacity == 0) continue;
+    if (f->free == NULL && !f->alone) continue;   /* (nothing kept; not `capacity`, which wraps) */
     if (idle_only && f->reserved != hak_page_used(f)) {
       f->reserved = hak_page_used(f);
       continue;
     }
-    while (f->free != NULL) {
-      hak_block_t *b = f->free;
-      f->free = b->next;
-      recent_release(heap, b);
-    }
-    hak_heap_foreign_reset(heap, bin);
+    flush_class(heap, bin);
   }
 }
 
 /* All kept blocks back, by hak_collect. (The medium ones, in
  * heap->recent, go with hak_heap_flush_recent.) */
 void hak_heap_flush_foreign(hak_heap_t *heap) {
-  if (heap->keeps_foreign) flush_foreign(heap, false);
+  if (heap->foreign != NULL) flush_foreign(heap, false);
 }
 
 #define FOREIGN_MAP hak_align_up(HAK_FOREIGN_BINS * sizeof(hak_page_t), HAK_OS_PAGE)

@@ -276,7 +276,9 @@ typedef struct hak_page_s {
   struct hak_page_s *next, *prev;
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment. Written by
                                             the owner at page_init; read by any thread freeing a block */
-  _Atomic(uint16_t) used;                /* written by the owner (hak_page_used_inc); read by the census */
+  _Atomic(uint16_t) used;                /* written by the owner (hak_page_used_inc); read by the census, and
+                                            by a thread keeping the page's blocks (free.c: keep_foreign,
+                                            release_if_only_kept) */
   uint16_t capacity;                     /* blocks carved so far. Written by the owner (carving); read by
                                             any thread freeing a block: __atomic, relaxed */
   union {
@@ -287,7 +289,8 @@ typedef struct hak_page_s {
   };
   uint16_t slice_count;
   _Atomic(uint8_t) bin;                  /* size class; written once per page life (page_init) by the
-                                            owner; read by a counted free from any thread, and the census */
+                                            owner; read by a counted free or a foreign free (free.c) from any
+                                            thread, and the census */
   uint8_t span_kind;                     /* written under the arena lock (a huge block's: before its segment
                                             is mapped); read by any thread freeing a block, the census, the purger */
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
@@ -568,10 +571,12 @@ static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRS
  * this thread freed, kept per class for its own next mallocs of the class.
  * Each class's list is in a page descriptor of its own, so that the malloc
  * fast path pops it as it pops a page, through heap->direct, at no cost to
- * the other classes. Its fields: `free` the kept blocks (newest first),
- * `capacity` counts pushes and `used` pops since the class last ran out
- * (both wrap), `alone` tells that the class's direct entries lead here,
- * and `reserved` is `used` as the last heartbeat saw it. */
+ * the other classes. Its fields mean other things than a page's: `free`
+ * the kept blocks (newest first), `capacity` counts pushes and `used` pops
+ * since the class last ran out (both wrap: only their difference, the
+ * blocks held, means anything), `alone` tells that the class's direct
+ * entries lead here (hak_heap_update_direct), and `reserved` is `used` as
+ * the last heartbeat saw it. Only free.c and that function read them. */
 #define HAK_FOREIGN_BINS   HAK_RECENT_FIRST   /* the small classes */
 #define HAK_FOREIGN_BLOCKS 8                  /* kept per class at most ... */
 #define HAK_FOREIGN_BYTES  (16 * 1024)        /* ... and at most these bytes */
