@@ -284,6 +284,25 @@ static inline size_t hak_first_not(const void *p, size_t n, unsigned char byte)
     return SIZE_MAX;
 }
 
+/* ---- hakmem's own report ------------------------------------------------ */
+
+#ifndef HAK_TEST_LIBC
+/* hakmem's statistics report as one line of JSON (hak_stats_write_json),
+ * in a buffer of its own, overwritten by the next call. */
+static inline const char *hak_stats_json(void)
+{
+    static char buf[1 << 16];
+    int fd = memfd_create("report", 0);
+    CHECK(fd >= 0);
+    hak_stats_write_json(fd);
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    CHECK(n > 0);
+    buf[n] = 0;
+    return buf;
+}
+#endif
+
 /* ---- resident memory ---------------------------------------------------- */
 
 static inline size_t hak_rss_bytes(void)

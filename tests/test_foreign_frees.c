@@ -12,7 +12,6 @@
 #include "internal.h"   /* HAK_HEARTBEAT: how long a thread's window is */
 
 #include <stdatomic.h>
-#include <sys/syscall.h>
 
 #define SIZE ((size_t)48)
 static const size_t one_size[] = {SIZE};
@@ -268,14 +267,7 @@ static void *consumer_keeping(void *arg)
 /* A class's live blocks in hakmem's report. */
 static uint64_t class_live(size_t size)
 {
-    static char json[1 << 16];
-    int fd = (int)syscall(SYS_memfd_create, "report", 0);
-    CHECK(fd >= 0);
-    hak_stats_write_json(fd);
-    ssize_t n = pread(fd, json, sizeof json - 1, 0);
-    close(fd);
-    CHECK(n > 0);
-    json[n] = 0;
+    const char *json = hak_stats_json();
     char key[40];
     snprintf(key, sizeof key, "{\"size\":%zu,", size);
     const char *c = strstr(json, key);

@@ -12,26 +12,12 @@
 #include "hak_test.h"
 
 #include <stdatomic.h>
-#include <sys/syscall.h>
 
 #define SIZE 5000   /* class 5120: nothing else here uses it */
 enum { WORKERS = 4, GENERATIONS = 100, BLOCKS = 200, KEPT = BLOCKS / 4 };
 
 static void *kept[WORKERS][KEPT];   /* a generation's blocks, freed by the next */
 static atomic_bool stop;
-
-static const char *report(void)
-{
-    static char buf[1 << 16];
-    int fd = (int)syscall(SYS_memfd_create, "report", 0);
-    CHECK(fd >= 0);
-    hak_stats_write_json(fd);
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    close(fd);
-    CHECK(n > 0);
-    buf[n] = 0;
-    return buf;
-}
 
 /* A field of the test class in a report; 0 if the class is not there. */
 static uint64_t class_field(const char *json, const char *field)
@@ -74,7 +60,7 @@ static void *reporter(void *arg)
 {
     reporter_state *r = arg;
     while (!atomic_load(&stop)) {
-        check_not_below(report(), r->last, r->reports + 1);
+        check_not_below(hak_stats_json(), r->last, r->reports + 1);
         r->reports++;
     }
     return NULL;
@@ -98,7 +84,7 @@ static void *worker(void *arg)
 static void reports_while_threads_come_and_go(void)
 {
     bool counted = getenv("HAKMEM_STATS") != NULL;
-    const char *start = report();
+    const char *start = hak_stats_json();
     uint64_t allocs0 = class_field(start, "allocs"), frees0 = class_field(start, "frees");
     reporter_state reports = {0};
     check_not_below(start, reports.last, 0);
@@ -114,7 +100,7 @@ static void reports_while_threads_come_and_go(void)
         for (size_t i = 0; i < KEPT; i++) free(kept[w][i]);
     hak_collect();   /* adopt the dead threads' pages and their remote frees */
 
-    const char *end = report();
+    const char *end = hak_stats_json();
     check_not_below(end, reports.last, reports.reports + 1);
     uint64_t total = (uint64_t)GENERATIONS * WORKERS * BLOCKS;
     if (counted) {
