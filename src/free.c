@@ -228,9 +228,8 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
  * page's free list hands out blocks freed long ago), or newer frees push it
  * out to its page. Meanwhile it is tagged free (so a second free is caught)
  * and still counted used by its page (so the page stays; it may change
- * hands if it goes full and is abandoned). */
-
-/* A kept block (heap->recent, or heap->foreign below) back to its page. */
+ * hands if it goes full and is abandoned). kept_release gives such a block
+ * (or one of heap->foreign, below) back to its page. */
 static void kept_release(hak_heap_t *heap, hak_block_t *b) {
   hak_page_t *page = hak_page_of(hak_segment_of(b), b);
   if (owned_or_taken_back(heap, page)) {
@@ -399,7 +398,7 @@ static void flush_foreign(hak_heap_t *heap, bool idle_only) {
   }
 }
 
-/* All kept blocks back, by hak_collect. (The medium ones, in
+/* All kept blocks back (hak_collect, thread exit). (The medium ones, in
  * heap->recent, go with hak_heap_flush_recent.) */
 void hak_heap_flush_foreign(hak_heap_t *heap) {
   if (heap->foreign != NULL) flush_foreign(heap, false);
