@@ -20,11 +20,10 @@ static const size_t one_size[] = {SIZE};
 #define LOOP (3 * HAK_HEARTBEAT)
 
 /* A thread that allocates 2 x `count` blocks (of the sizes given in turn),
- * fills them, frees
- * every other one and hands the rest over, then waits until told to
- * leave. Its pages stay its own meanwhile: full, they would be abandoned,
- * and the thread freeing their blocks would adopt them (design.md §5.1) and
- * take their blocks back through them, cache or not. */
+ * fills them, frees every other one and hands the rest over, then waits
+ * until told to leave. Its pages stay its own meanwhile: full, they would
+ * be abandoned, and the thread freeing their blocks would adopt them
+ * (design.md §5.1) and take their blocks back through them, cache or not. */
 typedef struct {
     size_t count, kinds;
     const size_t *sizes;   /* block i has sizes[i % kinds] bytes */
