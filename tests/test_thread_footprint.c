@@ -16,6 +16,10 @@
  *   to a line, not to a thread heap's class, up to 192 bytes more (the
  *   shared heap's own classes: 1,000 threads as in few_blocks used 500 KiB
  *   more without them).
+ * - young_fresh_pages: the shared heap takes no page an exited thread left
+ *   (carved, so resident, whole): never given up, it would hold the page
+ *   for good for a young thread's few blocks. (Thread heaps do adopt such
+ *   pages: test_thread_churn.)
  *
  * In the first two, every block stays in use until every thread has
  * measured in. Stacks are 64 KiB, of which a thread touches a few pages. */
@@ -144,6 +148,49 @@ static void young_sizes(void)
     pthread_join(hak_thread_start(take_young_sizes, NULL), NULL);
 }
 
+/* One class's blocks: 3.5 KiB, a class the shared heap shares with thread
+ * heaps (an even number of lines) and that no other case here takes. */
+#define LEFT_SIZE   (3584)
+#define LEFT_BLOCKS 16
+
+static void *left_block;   /* the one block the exited thread left live */
+
+static void *leave_sparse_page(void *arg)
+{
+    (void)arg;
+    free(malloc(64 * KiB));   /* a medium block: the thread gets a heap of its own at once */
+    void *p[LEFT_BLOCKS];
+    for (int i = 0; i < LEFT_BLOCKS; i++) {
+        p[i] = malloc(LEFT_SIZE);
+        CHECK(p[i] != NULL);
+        memset(p[i], 2, LEFT_SIZE);
+    }
+    for (int i = 1; i < LEFT_BLOCKS; i++) free(p[i]);
+    left_block = p[0];   /* its page, mostly free, is published when the thread exits */
+    return NULL;
+}
+
+static void *take_first_block(void *arg)
+{
+    void **out = arg;
+    *out = malloc(LEFT_SIZE);   /* the thread's first: the shared heap's */
+    CHECK(*out != NULL);
+    return NULL;
+}
+
+static bool same_page(const void *a, const void *b) { return (uintptr_t)a / (64 * KiB) == (uintptr_t)b / (64 * KiB); }
+
+static void young_fresh_pages(void)
+{
+    pthread_join(hak_thread_start(leave_sparse_page, NULL), NULL);
+    void *young = NULL;
+    pthread_join(hak_thread_start(take_first_block, &young), NULL);
+    CHECKF(!same_page(young, left_block), "a young thread's block %p lies in the page an exited thread left (%p)",
+           young, left_block);
+    free(young);
+    free(left_block);
+}
+
 int main(void)
 {
     hak_test_begin("test_thread_footprint");
@@ -151,5 +198,6 @@ int main(void)
     RUN_CASE(own_heap);
     RUN_CASE(own_lines);
     RUN_CASE(young_sizes);
+    RUN_CASE(young_fresh_pages);
     return 0;
 }
