@@ -12,7 +12,7 @@
  *                       thread or of nobody, after the same exact checks
  *                       (the slice's for a one-slice page); the rest after
  *                       the exact check of hak_block_find: large and huge
- *                       blocks, pages with aligned blocks, counted frees.
+ *                       blocks, counted frees.
  *                       Blocks of pages this thread does not own go to
  *                       hak_page_free_remote (owner.c: the ownership
  *                       protocol), or stay with this thread if its frees
@@ -57,16 +57,9 @@ static inline HAK_NO_ASAN bool block_is_free(const hak_block_t *b, const hak_pag
   return b->free_tag == hak_free_tag(page);
 }
 
-/* An aligned block handed out at q, inside its block b (q > b), keeps this
- * tag in the word before q (slack of the block, never the caller's; cleared
- * when the block is freed, so it never outlives that hand-out). */
-static inline uintptr_t aligned_tag(const hak_page_t *page) { return ~hak_free_tag(page); }
-
-void hak_block_mark_aligned(void *q, const hak_page_t *page) { ((uintptr_t *)q)[-1] = aligned_tag(page); }
-
 /* Find the live block p was handed out as, or report: p must be exactly an
- * address malloc & co. returned (the start of a block, or the aligned
- * address inside one), not freed since. Off the fast paths: free's generic
+ * address malloc & co. returned (the start of a block: aligned blocks are
+ * too, alloc.c), not freed since. Off the fast paths: free's generic
  * path, realloc and malloc_usable_size. `op` names the call. */
 void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   *ref = (hak_block_ref_t){ 0 };
@@ -100,11 +93,9 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   hak_block_t *b = hak_page_block_of(page, p);
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
   if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
-  if ((const void *)b != p &&
-      (!(hak_page_owner(page) & HAK_OWNER_ALIGNED) || ((const uintptr_t *)p)[-1] != aligned_tag(page)))
-    report(op, p, "not the start of a block (a pointer inside one)");
+  if ((const void *)b != p) report(op, p, "not the start of a block (a pointer inside one)");
   ref->block = b;
-  ref->usable = (size_t)((uint8_t *)b + page->block_size - (const uint8_t *)p);
+  ref->usable = page->block_size;
 }
 
 /* ------------------------------------------------------------ free */
@@ -193,10 +184,9 @@ static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
   return owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
 }
 
-/* The frees hak_free_generic does not take first: blocks of pages with
- * aligned blocks, large and huge blocks, counted frees, and every misuse
- * (found here exactly). Out of
- * line, so that its search stays inlined in it. */
+/* The frees hak_free_generic does not take first: large and huge blocks,
+ * counted frees, and every misuse (found here exactly). Out of line, so
+ * that its search stays inlined in it. */
 static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_FREE, p, &ref);
@@ -210,8 +200,6 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
     return;
   }
   hak_block_t *b = ref.block;
-  if ((void *)b != p) ((uintptr_t *)p)[-1] = 0;   /* the aligned block's tag: no stale match later */
-
   bool local = owned_or_taken_back(heap, page);
   if (hak_unlikely(hak_owner_counted)) {
     free_counted(heap, page, b, local);
@@ -454,10 +442,9 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
  * pages of several slices (classes above HAK_SMALL_MAX: free_block sends
  * them to free_own). Most are of another thread's page (or of nobody's):
  * free_remote after the exact check (the fast path's for a one-slice page,
- * hak_page_block_of for one of several slices; the owner word's bits send
- * on pages whose calls are counted or tracked, and pages with aligned
- * blocks, which may be this thread's own); of this thread's full pages it
- * abandoned: free_own; the rest, free_searched. */
+ * hak_page_block_of for one of several slices; the owner word's bit sends
+ * on pages whose calls are counted or tracked); of this thread's full
+ * pages it abandoned: free_own; the rest, free_searched. */
 void hak_free_generic(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
@@ -468,7 +455,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
       free_own(p, heap, page, owner);
       return;
     }
-    if ((owner & (HAK_OWNER_COUNTED | HAK_OWNER_ALIGNED)) == 0 &&
+    if ((owner & HAK_OWNER_COUNTED) == 0 &&
         (hak_block_check_shared(slice, p) ||
          (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
       if (!keep_foreign(heap, page, (hak_block_t *)p)) free_remote(page, (hak_block_t *)p);
@@ -515,8 +502,8 @@ void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
 
 /* A block leaving the quarantine takes the fast path, with less to check:
  * it is the start of a block of an arena segment (live and exactly found
- * when it entered, secure.c: aligned, giant and huge blocks skip the
- * quarantine), so its segment is found by masking, and a one-slice page
+ * when it entered, secure.c: giant and huge blocks skip the quarantine),
+ * so its segment is found by masking, and a one-slice page
  * this heap owns needs no block check; and its second word held the
  * quarantine's tag (checked as it left), not the free tag. */
 void hak_free_released(void *p, hak_heap_t *heap) {
@@ -558,12 +545,12 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
   (void)align;
   if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
 #else
-  /* An aligned block may be carved from a request of size + align; a
-   * block of the shared heap (whole cache lines, so a multiple of them)
-   * from hak_shared_request of it. A small block holds at most the class
-   * of that (a thread heap's classes hold more than hak_good_size from 1
-   * to 4 KiB). */
-  size_t request = align > HAK_ALIGN ? size + align : size, most;
+  /* An aligned block is carved from the request rounded up to the
+   * alignment (alloc.c); a block of the shared heap (whole cache lines, so
+   * a multiple of them) from hak_shared_request of it. A small block holds
+   * at most the class of that (a thread heap's classes hold more than
+   * hak_good_size from 1 to 4 KiB). */
+  size_t request = align > HAK_ALIGN ? hak_align_up(size > 0 ? size : 1, align) : size, most;
   if (request <= HAK_SMALL_MAX) {
     size_t own = hak_bin_size(hak_bin_of(request)), shared = hak_shared_block_size(request);
     most = usable % HAK_SHARED_LINE == 0 && shared > own ? shared : own;

@@ -198,9 +198,8 @@ enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_LARGE, HAK_SPAN_HUGE, HAK_SPAN
 
 /* Low bits of page->owner (heaps are page-aligned, so the bits are free). */
 enum {
-  HAK_OWNER_ALIGNED   = 1,  /* some block went out at an interior aligned address */
-  HAK_OWNER_ABANDONED = 2,  /* not owned; the heap bits name the last owner, who may take it back */
-  HAK_OWNER_COUNTED   = 4,  /* HAKMEM_STATS counts every call: keep frees off the fast path */
+  HAK_OWNER_ABANDONED = 1,  /* not owned; the heap bits name the last owner, who may take it back */
+  HAK_OWNER_COUNTED   = 2,  /* HAKMEM_STATS counts every call: keep frees off the fast path */
 };
 
 /* HAK_OWNER_COUNTED when HAKMEM_STATS is on, else 0; set once at start-up.
@@ -208,15 +207,15 @@ enum {
  * the direct table stays empty and every owner word carries the bit, so
  * every malloc and free takes the generic path, which counts. */
 extern uintptr_t hak_owner_counted HAK_INTERNAL;
-#define HAK_OWNER_HEAP(owner) ((owner) & ~(uintptr_t)(HAK_OWNER_ALIGNED | HAK_OWNER_COUNTED))
+#define HAK_OWNER_HEAP(owner) ((owner) & ~(uintptr_t)HAK_OWNER_COUNTED)
 
 /* A page descriptor: one per slice of a segment, describing the span that
  * starts at that slice (the descriptors of a span's other slices are unused).
  * Exactly one cache line.
  *
  * Invariants:
- * - page->owner == (uintptr_t)heap exactly when `heap` owns the page and the
- *   page has no aligned blocks: the one compare of the free fast path.
+ * - page->owner == (uintptr_t)heap exactly when `heap` owns the page (and
+ *   calls are not counted): the one compare of the free fast path.
  * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
  *   block_size, alone) are written only by the owning heap's thread, or by
  *   the thread that took ownership through xthread_free (adoption), never
@@ -846,11 +845,10 @@ typedef enum {
 typedef struct hak_block_ref_s {
   hak_segment_t *seg;                    /* NULL: a giant block */
   hak_page_t *page;                      /* its span: a page, a large or a huge block */
-  hak_block_t *block;                    /* pages: the block (p, or below p if aligned) */
+  hak_block_t *block;                    /* pages: the block, p */
   size_t usable;                         /* bytes from p to the end of the block */
 } hak_block_ref_t;
 HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);
-HAK_INTERNAL void hak_block_mark_aligned(void *q, const hak_page_t *page);
 HAK_INTERNAL const char *hak_op_name(hak_op_t op);
 HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what);
 

@@ -115,8 +115,8 @@ void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
  * (a free into it later is, see hak_note_sweep_news). */
 void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->gathered != NULL || page->capacity < page->reserved;
-  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted |
-                        (hak_page_owner(page) & HAK_OWNER_ALIGNED), memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted,
+                        memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     bool publish = has_room || hak_xlist_first(old) != NULL;
@@ -139,11 +139,9 @@ void hak_page_abandon_at_exit(hak_page_t *page) {
   hak_page_abandon(page, NULL, false);
 }
 
-/* Caller won the page through xthread_free: name itself as owner, keeping
- * the aligned-blocks bit, which belongs to the page's blocks. */
+/* Caller won the page through xthread_free: name itself as owner. */
 static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
-  uintptr_t aligned = hak_page_owner(page) & HAK_OWNER_ALIGNED;
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | aligned | hak_owner_counted, memory_order_relaxed);
+  atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
 }
 
 /* Become the owner of a page popped from a reclaim queue. */

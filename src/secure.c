@@ -297,9 +297,8 @@ static inline uint64_t trailer_decode(keys_t ks, const void *p, const uint8_t *e
 static inline bool trailer_intact(uint64_t decoded) { return (uint32_t)decoded == (uint32_t)(decoded >> 32); }
 
 /* Bytes from p to the end of its block: the free fast path's check finds a
- * block start in a one-slice page without a division; the rest (aligned
- * blocks inside their block, multi-slice pages, large, huge) asks
- * hak_block_find. */
+ * block start in a one-slice page without a division; the rest (pages of
+ * several slices, large and huge blocks) asks hak_block_find. */
 static size_t block_usable(const void *p) {
   if (hak_segment_is_mapped(p)) {
     const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
@@ -475,11 +474,10 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
 
 static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
 
-/* Quarantined blocks start at their block, so their second word is theirs
- * (a block inside its block, from an aligned allocation, skips quarantine). */
-static bool is_block_start(const hak_block_ref_t *ref, const void *p) {
-  return ref->seg != NULL && (ref->page->span_kind != HAK_SPAN_PAGE || (const void *)ref->block == p);
-}
+/* A block of an arena segment (ref->seg; giant blocks skip quarantine):
+ * it starts its block, so its second word is its own, where a quarantined
+ * block keeps its tag (aligned blocks start their block too, alloc.c). */
+static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL; }
 
 /* The live block p is (exactly, see hak_block_find; not in quarantine),
  * its canary checked: its requested size. */
@@ -494,7 +492,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
     hak_block_find(op, p, ref);
   }
   keys_t ks = keys();
-  if (is_block_start(ref, p) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
+  if (quarantinable(ref) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
     hak_report_freed(op, p, "it is in quarantine");
   return canary_check(ks, op, p, ref->usable);
 }
@@ -712,7 +710,7 @@ static void secure_free_slow(void *p, hak_op_t op) {
   hak_heap_t *heap = hak_heap_get();
   bool borrowed = heap == &hak_heap_empty;   /* a thread that only frees, or past its heap's exit */
   if (borrowed) heap = hak_heap_thread_init();
-  if (heap == NULL || !is_block_start(&ref, p) || ref.usable > QUARANTINE_BYTES) {
+  if (heap == NULL || !quarantinable(&ref) || ref.usable > QUARANTINE_BYTES) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
     hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
   } else {

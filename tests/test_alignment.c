@@ -124,6 +124,43 @@ static void aligned_mixed_with_malloc(void)
     for (size_t i = 0; i < N; i++) hak_item_verify_free(items[i]);
 }
 
+/* A size whose class does not keep the alignment takes the smallest class
+ * that does when one is within the alignment's reach, not size + alignment:
+ * 4,200 B aligned to 1 KiB takes a block of 5 KiB, not 5.5 (the class of
+ * 5,208 B). (Not in the secure variant, whose blocks also hold a canary,
+ * and whose hak_good_size and usable size are the size asked for.) */
+#ifndef HAK_TEST_SECURE
+/* The smallest class at or above max(size, align) whose blocks are
+ * multiples of `align` (hak_good_size: the class a request gets). */
+static size_t class_keeping(size_t size, size_t align)
+{
+    size_t c = hak_good_size(size > align ? size : align);
+    while (c % align != 0) c = hak_good_size(c + 1);
+    return c;
+}
+#endif
+
+static void aligned_blocks_fit(void)
+{
+#ifndef HAK_TEST_SECURE
+    const struct { size_t size, align; } cases[] = {
+        {4200, 1024}, {600, 256}, {1100, 512}, {9000, 4096}, {200, 128}, {40, 64},
+    };
+    enum { N = 32 };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        void *p[N];
+        size_t want = class_keeping(cases[c].size, cases[c].align);
+        for (int i = 0; i < N; i++) {
+            p[i] = aligned_by(API_POSIX_MEMALIGN, cases[c].align, cases[c].size);
+            size_t usable = malloc_usable_size(p[i]);
+            CHECKF(usable >= cases[c].size && usable <= want, "posix_memalign(%zu, %zu): usable size %zu, want %zu",
+                   cases[c].align, cases[c].size, usable, want);
+        }
+        for (int i = 0; i < N; i++) free(p[i]);
+    }
+#endif
+}
+
 static void bad_alignments_rejected(void)
 {
     const size_t bad[] = {0, 1, 2, 4, sizeof(void *) - 1, 3 * sizeof(void *), 24, 48, 100,
@@ -178,6 +215,7 @@ int main(void)
     RUN_CASE(young_threads_aligned);
     RUN_CASE(huge_alignment_small_size);
     RUN_CASE(aligned_mixed_with_malloc);
+    RUN_CASE(aligned_blocks_fit);
     RUN_CASE(bad_alignments_rejected);
     RUN_CASE(valloc_pvalloc_page_granular);
     return 0;

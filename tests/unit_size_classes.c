@@ -40,6 +40,19 @@ static void shared_heap_steps_by_lines_from_1_to_4_kib(void) {
 }
 
 /* heap->recent keeps the medium classes above HAK_SMALL_MAX up to 32 KiB. */
+/* What aligned allocation rests on (alloc.c, alloc_aligned): for every
+ * alignment from 32 B to a slice, the class a multiple of it gets (a thread
+ * heap's, and the shared heap's up to HAK_SMALL_MAX) is a multiple of it. */
+static void classes_of_multiples_keep_their_alignment(void) {
+  for (size_t align = 2 * HAK_ALIGN; align <= HAK_SLICE_SIZE; align *= 2)
+    for (size_t m = align; m <= HAK_MEDIUM_MAX; m += align) {
+      CHECKF(hak_bin_size(hak_bin_of(m)) % align == 0, "%zu (a multiple of %zu): class %zu", m, align,
+             hak_bin_size(hak_bin_of(m)));
+      CHECKF(m > HAK_SMALL_MAX || hak_shared_block_size(m) % align == 0, "%zu (a multiple of %zu): shared class %zu",
+             m, align, hak_shared_block_size(m));
+    }
+}
+
 static void recent_classes_are_the_medium_ones_up_to_32_kib(void) {
   CHECKF(hak_bin_of(HAK_SMALL_MAX + 1) == HAK_RECENT_FIRST, "first is %zu", hak_bin_of(HAK_SMALL_MAX + 1));
   CHECKF(hak_bin_of(32 * 1024) == HAK_RECENT_FIRST + HAK_RECENT_BINS - 1, "last is %zu", hak_bin_of(32 * 1024));
@@ -72,6 +85,7 @@ int main(void) {
   RUN_CASE(every_size_maps_to_smallest_fitting_class);
   RUN_CASE(classes_are_aligned_and_increasing);
   RUN_CASE(shared_heap_steps_by_lines_from_1_to_4_kib);
+  RUN_CASE(classes_of_multiples_keep_their_alignment);
   RUN_CASE(recent_classes_are_the_medium_ones_up_to_32_kib);
   RUN_CASE(waste_is_bounded_above_128_bytes);
   RUN_CASE(pages_hold_enough_blocks);
