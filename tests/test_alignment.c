@@ -124,11 +124,11 @@ static void aligned_mixed_with_malloc(void)
     for (size_t i = 0; i < N; i++) hak_item_verify_free(items[i]);
 }
 
-/* A size whose class does not keep the alignment takes the smallest class
- * that does when one is within the alignment's reach, not size + alignment:
- * 4,200 B aligned to 1 KiB takes a block of 5 KiB, not 5.5 (the class of
- * 5,208 B). (Not in the secure variant, whose blocks also hold a canary,
- * and whose hak_good_size and usable size are the size asked for.) */
+/* A size whose class does not keep the alignment takes the class of the
+ * size rounded up to the alignment, not of size + alignment: 4,200 B
+ * aligned to 1 KiB takes a block of 5 KiB, not 5.5 (the class of 5,208 B).
+ * (Not in the secure variant, whose blocks also hold a canary, and whose
+ * hak_good_size and usable size are the size asked for.) */
 #ifndef HAK_TEST_SECURE
 /* The smallest class at or above max(size, align) whose blocks are
  * multiples of `align` (hak_good_size: the class a request gets). */

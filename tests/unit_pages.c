@@ -461,9 +461,9 @@ static void young_threads_share_a_heap(void) {
   CHECKF(!in_queue(shared, page), "hak_collect freed the shared heap's empty page");
 }
 
-/* Aligned blocks start their block, so the owner's free of one takes the
- * fast path, and its page is marked with nothing (the owner word is the
- * heap): memalign(256, 100) takes a block of the class of 256. */
+/* Aligned blocks start their block and leave their page's owner word the
+ * heap, so the owner's free of one takes the fast path: memalign(256, 100)
+ * takes a block of the class of 256. */
 static void aligned_blocks_start_their_block(void) {
   hak_heap_t *heap = own_heap();
   void *aligned[16];
