@@ -259,12 +259,12 @@ void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
  * up, then a fresh span. NULL when out of memory. */
 hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   hak_page_queue_t *q = &heap->queues[bin];
-  bool shared = heap == &shared_heap;   /* its pages carve an OS page at a time (hak_page_extend) */
+  bool sparing = heap == &shared_heap;   /* its pages carve an OS page at a time (hak_page_extend) */
   hak_page_t *page = q->first;
   while (page != NULL) {
     hak_page_t *next = page->next;
     hak_page_gather_frees(page);
-    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
+    if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, sparing);
     if (page->free != NULL) {
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
@@ -277,17 +277,11 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   }
 
   /* A published page always has room: a remote free put a block in it, or
-   * its owner gave it up with free blocks. The shared heap adopts none: an
-   * exited thread's page is carved, so resident, far past the few blocks
-   * young threads take, and the shared heap, never given up, would hold it
-   * for good (`respawn`, one thread a generation: 14 such pages of 1-4 KiB
-   * blocks held 0.8 MiB resident for 0.17 MiB live, and peak RSS was 6.6
-   * MiB, 6.0 without them); a fresh page of its own is carved an OS page
-   * at a time. */
-  if (!shared && (page = hak_reclaim_adopt(heap, bin)) != NULL) {
+   * its owner gave it up with free blocks. */
+  if ((page = hak_reclaim_adopt(heap, bin)) != NULL) {
     if (page->free == NULL && page->capacity == page->reserved)
       hak_fatal("internal error: adopted page %p has no free block", (void *)page);
-    if (page->free == NULL) hak_page_extend(page, shared);
+    if (page->free == NULL) hak_page_extend(page, sparing);
     hak_heap_queue_push_front(heap, page);
     return page;
   }
@@ -295,7 +289,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, NULL);
   if (page == NULL) return NULL;
   hak_page_init(heap, page, bin);
-  hak_page_extend(page, shared);
+  hak_page_extend(page, sparing);
   hak_heap_queue_push_front(heap, page);
   hak_page_stat_inc(&hak_page_stats[bin].pages_new);
   return page;
