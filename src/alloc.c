@@ -168,17 +168,16 @@ void *hak_calloc(size_t count, size_t size) {
  * handing out an aligned address inside the block took a class more, and
  * sent every free of its page to the slow path: alignmix peaked at 13.0
  * MiB, not 12.7, and took 1.09x the time.) Large blocks start on a slice.
- * (At least one byte: 0 would round to 0, whose class is 16 bytes, and a
- * huge block of none is no block.) */
+ * (A block of at least one byte: 0 would round to 0, whose class is 16
+ * bytes, and a huge block of none is no block. The size handed out stays
+ * the one asked for, which the secure variant's free_sized checks.) */
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
-  if (size == 0) size = 1;
-  if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX) {
-    size_t request = hak_align_up(HAK_REQUEST(size), align);
-    return HAK_HANDOUT(hak_malloc_generic(request, hak_heap_get(), zero), size);
-  }
-  void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(HAK_REQUEST(size), align, NULL, zero)
-                                       : hak_huge_alloc(HAK_REQUEST(size), align, zero);
+  size_t request = HAK_REQUEST(size > 0 ? size : 1);
+  if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
+    return HAK_HANDOUT(hak_malloc_generic(hak_align_up(request, align), hak_heap_get(), zero), size);
+  void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(request, align, NULL, zero)
+                                       : hak_huge_alloc(request, align, zero);
   return HAK_HANDOUT(p, size);
 }
 

@@ -49,6 +49,8 @@ int main(void) {
   /* First, as a thread's first blocks (whole cache lines, from the shared
    * heap): size 0, and sizes below and at a line. */
   hak_free_sized(hak_malloc(0), 0);
+  hak_free_aligned_sized(hak_aligned_alloc(64, 0), 64, 0);
+  hak_free_aligned_sized(hak_aligned_alloc((size_t)1 << 20, 0), (size_t)1 << 20, 0);
   hak_free_sized(hak_malloc(1), 1);
   hak_free_sized(hak_calloc(1, 40), 40);
   hak_free_sized(hak_malloc(64), 64);
