@@ -783,7 +783,7 @@ HAK_INTERNAL void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, boo
 HAK_INTERNAL void hak_page_abandon_at_exit(hak_page_t *page);
 HAK_INTERNAL bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_page_publish(hak_page_t *page);
-HAK_INTERNAL hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only);
 HAK_INTERNAL bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all);
 HAK_INTERNAL size_t hak_page_purge_held(hak_page_t *page);
 HAK_INTERNAL void hak_reclaim_fork_prepare(void);

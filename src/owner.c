@@ -8,6 +8,7 @@
  *                          exits): ABANDONED, or PUBLISHED if it has room
  *   reclaim queues         published pages per size class
  *   hak_reclaim_adopt      a thread that needs a page of a class takes one
+ *                          (the shared heap, only one it gave up itself)
  *   hak_page_try_readopt   the last owner of a full page takes it back when
  *                          it frees into it
  *   hak_reclaim_sweep      published pages nobody adopts go back if empty
@@ -193,9 +194,14 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
 
 typedef enum { ADOPT_FULLEST, ADOPT_EMPTIEST, ADOPT_FIRST } adopt_rule_t;
 
+/* The heap that gave up a page nobody owns, or NULL (its thread exited). */
+static hak_heap_t *last_owner(const hak_page_t *page) {
+  return (hak_heap_t *)(HAK_OWNER_HEAP(hak_page_owner(page)) & ~(uintptr_t)HAK_OWNER_ABANDONED);
+}
+
 static adopt_rule_t adopt_rule(const hak_page_t *first) {
   if (first->reserved < HAK_ADOPT_FULLEST_BLOCKS) return ADOPT_FIRST;
-  if (HAK_OWNER_HEAP(hak_page_owner(first)) == HAK_OWNER_ABANDONED) return ADOPT_EMPTIEST;   /* no last owner */
+  if (last_owner(first) == NULL) return ADOPT_EMPTIEST;
   return ADOPT_FULLEST;
 }
 
@@ -219,13 +225,20 @@ static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
 /* Adopt a published page of `bin`: of up to HAK_ADOPT_CANDIDATES, the one
  * the rule keeps; the others go back to the queue as they are. Taking the
  * fullest, an empty candidate goes back to its arena (unless it is all
- * there is); taking the emptiest, it is the one kept. NULL if none. */
-hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
+ * there is); taking the emptiest, it is the one kept. `own_only` (the
+ * shared heap, heap.c): only pages `heap` gave up itself are candidates.
+ * NULL if none. */
+hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   hak_page_t *best = NULL, *empty = NULL, *page;
   size_t best_live = 0;
   adopt_rule_t rule = ADOPT_FULLEST;
+  bool ruled = false;
   for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
-    if (i == 0) rule = adopt_rule(page);
+    if (own_only && last_owner(page) != heap) {
+      reclaim_push(page);
+      continue;
+    }
+    if (!ruled) rule = adopt_rule(page), ruled = true;
     size_t live = published_live(page);
     if (rule == ADOPT_FULLEST && live == 0) {
       if (empty == NULL) empty = page;
@@ -252,7 +265,8 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin) {
  * their memory for ever, even once every block in them is freed. So the
  * sweep (when: purge.c) takes the published pages of every class nobody
  * adopted from since the last sweep (of every class if `all`), frees those
- * with no live block and publishes the rest again. (Classes in use are left
+ * with no live block and publishes the rest again, with the last owner
+ * they had (the shared heap adopts only its own). (Classes in use are left
  * alone: their allocators adopt those pages, and would map new ones while
  * the sweep held them.) `wait`: even if a popper holds the queues (else the
  * sweep is skipped). False if pages were left for a later sweep. */
@@ -278,9 +292,10 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
   while (taken != NULL) {
     hak_page_t *page = taken;
     taken = page->next;
+    hak_heap_t *last = last_owner(page);
     page_adopt(heap, page);
     if (hak_page_used(page) == 0) hak_page_free_span(page);
-    else hak_page_abandon(page, NULL, true);
+    else hak_page_abandon(page, last, true);
   }
   return complete;
 }

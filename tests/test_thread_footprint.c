@@ -16,10 +16,16 @@
  *   to a line, not to a thread heap's class, up to 192 bytes more (the
  *   shared heap's own classes: 1,000 threads as in few_blocks used 500 KiB
  *   more without them).
+ * - young_fresh_pages: the shared heap takes no page an exited thread's
+ *   heap left (carved, so resident, whole): never given up, it would keep
+ *   the page for a young thread's few blocks. (Thread heaps do adopt such
+ *   pages: test_thread_churn.)
  * - young_leftovers_reused: pages the shared heap gave up full, in which
  *   young threads left a few blocks each, are taken again by the shared
- *   heap once other blocks in them are freed (a shared heap that took only
- *   fresh pages stranded them: 30 rounds grew RSS by 30 MiB for 1 MiB live).
+ *   heap once other blocks in them are freed, in one of its own classes and
+ *   in one it shares with thread heaps (a shared heap that took no
+ *   published page at all stranded them: 30 rounds grew RSS by 26 MiB for 1
+ *   MiB live).
  *
  * In the first two, every block stays in use until every thread has
  * measured in. Stacks are 64 KiB, of which a thread touches a few pages. */
@@ -148,41 +154,94 @@ static void young_sizes(void)
     pthread_join(hak_thread_start(take_young_sizes, NULL), NULL);
 }
 
+/* A class the shared heap shares with thread heaps (an even number of
+ * lines) and that no other case here takes. */
+#define SPARSE_SIZE   3584
+#define SPARSE_BLOCKS 16
+
+static void *sparse_left;   /* the one block the exited thread left live */
+
+static void *leave_sparse_page(void *arg)
+{
+    (void)arg;
+    free(malloc(64 * KiB));   /* a medium block: the thread gets a heap of its own at once */
+    void *p[SPARSE_BLOCKS];
+    for (int i = 0; i < SPARSE_BLOCKS; i++) {
+        p[i] = malloc(SPARSE_SIZE);
+        CHECK(p[i] != NULL);
+        memset(p[i], 2, SPARSE_SIZE);
+    }
+    for (int i = 1; i < SPARSE_BLOCKS; i++) free(p[i]);
+    sparse_left = p[0];   /* its page, mostly free, is published when the thread exits */
+    return NULL;
+}
+
+static void *take_first_block(void *arg)
+{
+    void **out = arg;
+    *out = malloc(SPARSE_SIZE);   /* the thread's first: the shared heap's */
+    CHECK(*out != NULL);
+    return NULL;
+}
+
+static bool same_page(const void *a, const void *b) { return (uintptr_t)a / (64 * KiB) == (uintptr_t)b / (64 * KiB); }
+
+static void young_fresh_pages(void)
+{
+    pthread_join(hak_thread_start(leave_sparse_page, NULL), NULL);
+    void *young = NULL;
+    pthread_join(hak_thread_start(take_first_block, &young), NULL);
+    CHECKF(!same_page(young, sparse_left), "a young thread's block %p lies in the page an exited thread left (%p)",
+           young, sparse_left);
+    free(young);
+    free(sparse_left);
+}
+
 #define LEFT_THREADS 16
 #define LEFT_BLOCKS  60     /* below HAK_YOUNG_ALLOCS: all from the shared heap */
 #define LEFT_ROUNDS  30
-#define LEFT_SIZE    1088   /* one of the shared heap's own classes */
 
 static void *left[LEFT_THREADS][LEFT_BLOCKS];
 static void *kept[LEFT_ROUNDS * LEFT_THREADS * 2];
+static size_t left_size;
 
 static void *take_young_blocks_and_exit(void *arg)
 {
     void **mine = arg;
     for (int i = 0; i < LEFT_BLOCKS; i++) {
-        mine[i] = malloc(LEFT_SIZE);
+        mine[i] = malloc(left_size);
         CHECK(mine[i] != NULL);
-        memset(mine[i], 3, LEFT_SIZE);
+        memset(mine[i], 3, left_size);
     }
     return NULL;
 }
 
-static void young_leftovers_reused(void)
+/* Rounds of young threads taking blocks of `size`, of which the main
+ * thread frees all but two per thread: RSS grows by about what stays. */
+static void leave_young_blocks(size_t size)
 {
     size_t before = hak_rss_bytes(), n = 0;
+    left_size = size;
     for (int r = 0; r < LEFT_ROUNDS; r++) {
         pthread_t t[LEFT_THREADS];
         for (int i = 0; i < LEFT_THREADS; i++) t[i] = hak_thread_start(take_young_blocks_and_exit, left[i]);
         for (int i = 0; i < LEFT_THREADS; i++) pthread_join(t[i], NULL);
-        for (int i = 0; i < LEFT_THREADS; i++)   /* two of each thread's blocks stay, the rest are freed */
+        for (int i = 0; i < LEFT_THREADS; i++)
             for (int j = 0; j < LEFT_BLOCKS; j++)
                 if (j == 0 || j == LEFT_BLOCKS / 2) kept[n++] = left[i][j];
                 else free(left[i][j]);
     }
-    size_t after = hak_rss_bytes(), grown = after > before ? after - before : 0, live = n * LEFT_SIZE;
-    printf("     %zu KiB live in the shared heap's pages: %zu KiB more resident\n", live / KiB, grown / KiB);
+    size_t after = hak_rss_bytes(), grown = after > before ? after - before : 0, live = n * size;
+    printf("     %zu B blocks, %zu KiB live in the shared heap's pages: %zu KiB more resident\n", size, live / KiB,
+           grown / KiB);
     CHECKF(grown < (live + 4 * MiB) * HAK_RSS_SLACK, "%zu KiB more resident for %zu KiB live", grown / KiB, live / KiB);
     for (size_t i = 0; i < n; i++) free(kept[i]);
+}
+
+static void young_leftovers_reused(void)
+{
+    leave_young_blocks(1088);   /* one of the shared heap's own classes */
+    leave_young_blocks(1024);   /* a class thread heaps have too */
 }
 
 int main(void)
@@ -192,6 +251,7 @@ int main(void)
     RUN_CASE(own_heap);
     RUN_CASE(own_lines);
     RUN_CASE(young_sizes);
+    RUN_CASE(young_fresh_pages);
     RUN_CASE(young_leftovers_reused);
     return 0;
 }
