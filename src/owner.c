@@ -226,7 +226,9 @@ static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
  * the rule keeps; the others go back to the queue as they are. Taking the
  * fullest, an empty candidate goes back to its arena (unless it is all
  * there is); taking the emptiest, it is the one kept. `own_only` (the
- * shared heap, heap.c): only pages `heap` gave up itself are candidates.
+ * shared heap, heap.c): only pages `heap` gave up itself are candidates;
+ * another's goes back to the queue, or to its arena if empty (popping the
+ * class keeps the sweep off it, which would otherwise free that page).
  * NULL if none. */
 hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   hak_page_t *best = NULL, *empty = NULL, *page;
@@ -235,7 +237,8 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   bool ruled = false;
   for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_pop(bin)) != NULL; i++) {
     if (own_only && last_owner(page) != heap) {
-      reclaim_push(page);
+      if (published_live(page) == 0) free_published_empty(heap, page);
+      else reclaim_push(page);
       continue;
     }
     if (!ruled) rule = adopt_rule(page), ruled = true;
