@@ -607,7 +607,18 @@ typedef struct hak_heap_s {
   uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
   bool shared;                           /* the shared heap (heap.c): its bins come from hak_shared_bin_of */
 #if !HAKMEM_SECURE
+  /* (These, written by a thread's first frees and slow mallocs, sit on the
+   * heap's first OS page, with the heartbeat: at its end they made every
+   * thread that uses a few classes touch the second one too, 4 KiB more:
+   * test_thread_footprint/own_heap, 23 KiB a thread, not 19.) */
   bool keeps_foreign;                    /* keeps other threads' blocks it frees, till the next heartbeat (free.c) */
+  uint32_t foreign_frees, slow_mallocs;  /* since the last heartbeat: frees of other threads' blocks; slow
+                                            mallocs but the heartbeat's own (free.c, keep_foreign) */
+  /* small classes: blocks of other threads' pages this thread freed
+   * (above), HAK_FOREIGN_BINS descriptors, mapped when the thread first
+   * keeps such blocks (most threads never do: the heap stays two OS pages),
+   * unmapped at its exit. Empty while keeps_foreign is false. */
+  hak_page_t *foreign;
 #endif
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
@@ -617,14 +628,6 @@ typedef struct hak_heap_s {
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;
-#else
-  uint32_t foreign_frees, slow_mallocs;  /* since the last heartbeat: frees of other threads' blocks; slow
-                                            mallocs but the heartbeat's own (free.c, keep_foreign) */
-  /* small classes: blocks of other threads' pages this thread freed
-   * (above), HAK_FOREIGN_BINS descriptors, mapped when the thread first
-   * keeps such blocks (most threads never do: the heap stays two OS pages),
-   * unmapped at its exit. Empty while keeps_foreign is false. */
-  hak_page_t *foreign;
 #endif
 } hak_heap_t;
 
