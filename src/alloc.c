@@ -171,11 +171,15 @@ void *hak_calloc(size_t count, size_t size) {
  * (A block of at least one byte: 0 would round to 0, whose class is 16
  * bytes, and a huge block of none is no block. The size handed out stays
  * the one asked for, which the secure variant's free_sized checks.) */
+size_t hak_aligned_request(size_t size, size_t align) {
+  return hak_align_up(HAK_REQUEST(size > 0 ? size : 1), align);
+}
+
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
-  size_t request = HAK_REQUEST(size > 0 ? size : 1);
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
-    return HAK_HANDOUT(hak_malloc_generic(hak_align_up(request, align), hak_heap_get(), zero), size);
+    return HAK_HANDOUT(hak_malloc_generic(hak_aligned_request(size, align), hak_heap_get(), zero), size);
+  size_t request = HAK_REQUEST(size > 0 ? size : 1);   /* (huge: the mapping is aligned) */
   void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(request, align, NULL, zero)
                                        : hak_huge_alloc(request, align, zero);
   return HAK_HANDOUT(p, size);

@@ -545,12 +545,12 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
   (void)align;
   if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
 #else
-  /* An aligned block is carved from the request rounded up to the
-   * alignment (alloc.c); a block of the shared heap (whole cache lines, so
-   * a multiple of them) from hak_shared_request of it. A small block holds
-   * at most the class of that (a thread heap's classes hold more than
-   * hak_good_size from 1 to 4 KiB). */
-  size_t request = align > HAK_ALIGN ? hak_align_up(size > 0 ? size : 1, align) : size, most;
+  /* An aligned block is carved from hak_aligned_request (alloc.c); a
+   * block of the shared heap (whole cache lines, so a multiple of them)
+   * from hak_shared_request of it. A small block holds at most the class
+   * of that (a thread heap's classes hold more than hak_good_size from 1
+   * to 4 KiB). */
+  size_t request = align > HAK_ALIGN ? hak_aligned_request(size, align) : size, most;
   if (request <= HAK_SMALL_MAX) {
     size_t own = hak_bin_size(hak_bin_of(request)), shared = hak_shared_block_size(request);
     most = usable % HAK_SHARED_LINE == 0 && shared > own ? shared : own;

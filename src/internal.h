@@ -884,6 +884,9 @@ HAK_INTERNAL void hak_purger_init(void);
 /* size first: it arrives in the first argument register of malloc, so the
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
+/* What an aligned allocation of `size` (alignment above HAK_ALIGN, up to a
+ * slice) asks the classes for: the class of that keeps the alignment. */
+HAK_INTERNAL size_t hak_aligned_request(size_t size, size_t align);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap, unsigned keep);
 #if HAKMEM_SECURE   /* (no foreign cache: its free-list links are checked against their own page) */
