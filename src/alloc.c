@@ -29,6 +29,8 @@ static inline void *page_pop_fast(hak_page_t *page, hak_heap_t *heap) {
   return page_pop(page);
 }
 
+static HAK_NOINLINE void *malloc_medium(size_t size, hak_heap_t *heap);
+
 /* The fast path, for sizes up to 8 KiB: pop from the first page of the
  * size's class. No lock, no atomic; one TLS load, a table load, a pop. */
 void *hak_malloc(size_t size) {
@@ -39,38 +41,52 @@ void *hak_malloc(size_t size) {
   void *p;
   if (hak_likely(size <= HAK_DIRECT_FINE_MAX)) p = page_pop_fast(heap->direct[hak_direct_fine(size)], heap);
   else if (size <= HAK_SMALL_MAX) p = page_pop_fast(heap->direct[hak_direct_coarse(size)], heap);
-  else return hak_malloc_generic(size, heap, false);
+  else return malloc_medium(size, heap);
   if (hak_likely(p != NULL)) return p;
   return malloc_slow(size, heap, false);
 }
 
-
-/* Any size: the small and mid direct tables, then the first page of the
- * class, without a call (so no registers to save); the rest in malloc_slow.
- * (Counting statistics keep the direct tables empty and skip the queue.) */
+/* Any size: the small direct table, or malloc_medium; the rest in
+ * malloc_slow. */
 void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_likely(!zero)) {
-    void *p = NULL;
-    if (size <= HAK_SMALL_MAX) p = page_pop_fast(heap->direct[hak_direct_index(size)], heap);
-    else if (size <= HAK_MEDIUM_MAX && !hak_owner_counted) {
-      size_t bin = hak_bin_of(size);
-      if (hak_bin_has_recent(bin)) {
-        hak_recent_t *r = &heap->recent[bin - HAK_RECENT_FIRST];
-        if (r->count > 0) {   /* still in this core's cache, likely */
-          if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
-          hak_block_t *b = r->slot[r->top];
-          r->top = (uint8_t)((r->top + HAK_RECENT_DEPTH - 1u) % HAK_RECENT_DEPTH);
-          r->count--;
-          b->free_tag = 0;
-          return b;
-        }
-      }
-      hak_page_t *page = heap->queues[bin].first;
-      if (page != NULL) p = page_pop_fast(page, heap);
-    }
+    if (size > HAK_SMALL_MAX) return malloc_medium(size, heap);
+    void *p = page_pop_fast(heap->direct[hak_direct_index(size)], heap);
     if (p != NULL) return p;
   }
   return malloc_slow(size, heap, zero);
+}
+
+/* Above the small sizes: up to 32 KiB, the newest block of the class's
+ * ring (heap->recent, free.c); then, up to HAK_MEDIUM_MAX, the first page
+ * of the class, without a call (so no registers to save); the rest in
+ * malloc_slow. (The rings stay empty and the queues are skipped when calls
+ * are counted: free.c keeps no block then.) */
+static void *malloc_medium(size_t size, hak_heap_t *heap) {
+  size_t bin;
+  if (size <= HAK_RECENT_MAX) {
+    size_t i = hak_recent_index(size);
+    hak_recent_t *r = &heap->recent[i];
+    if (r->count > 0) {   /* still in this core's cache, likely */
+      if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
+      hak_block_t *b = r->slot[r->top];
+      r->top = (uint8_t)((r->top + HAK_RECENT_DEPTH - 1u) % HAK_RECENT_DEPTH);
+      r->count--;
+      b->free_tag = 0;
+      return b;
+    }
+    bin = HAK_RECENT_FIRST + i;
+  } else if (size <= HAK_MEDIUM_MAX) {
+    bin = hak_bin_of(size);
+  } else {
+    return malloc_slow(size, heap, false);
+  }
+  hak_page_t *page = heap->queues[bin].first;
+  if (page != NULL && !hak_owner_counted) {
+    void *p = page_pop_fast(page, heap);
+    if (p != NULL) return p;
+  }
+  return malloc_slow(size, heap, false);
 }
 
 /* The thread has no heap: one of its first allocations, or one after its

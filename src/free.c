@@ -257,19 +257,27 @@ static HAK_NOINLINE void release_if_only_kept(hak_heap_t *heap, hak_recent_t *r,
   if (hak_page_used(page) == recent_in_page(r, page)) recent_release_down_to(heap, r, 0);
 }
 
+/* A full ring: its oldest block goes back to its page (which may be b's,
+ * so the test of release_if_only_kept comes after). */
+static HAK_NOINLINE void recent_evict(hak_heap_t *heap, hak_recent_t *r, hak_page_t *page, hak_block_t *oldest) {
+  kept_release(heap, oldest);
+  if (hak_unlikely(hak_page_used(page) <= HAK_RECENT_DEPTH)) release_if_only_kept(heap, r, page);
+}
+
+/* (Every call in tail position, so that it saves no registers.) */
 static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   mark_free(b, page);
   hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
-  hak_block_t *oldest = NULL;
-  if (r->count == HAK_RECENT_DEPTH) {
-    oldest = recent_oldest(r);
-    r->count--;
+  unsigned top = (r->top + 1u) % HAK_RECENT_DEPTH, count = r->count;
+  hak_block_t *oldest = r->slot[top];   /* a full ring's oldest block is where b goes */
+  r->slot[top] = b;
+  r->top = (uint8_t)top;
+  if (count == HAK_RECENT_DEPTH) {
+    recent_evict(heap, r, page, oldest);
+    return;
   }
-  r->top = (uint8_t)((r->top + 1u) % HAK_RECENT_DEPTH);
-  r->slot[r->top] = b;
-  r->count++;
-  if (oldest != NULL) kept_release(heap, oldest);
-  if (hak_unlikely(hak_page_used(page) <= r->count)) release_if_only_kept(heap, r, page);
+  r->count = (uint8_t)++count;
+  if (hak_unlikely(hak_page_used(page) <= count)) release_if_only_kept(heap, r, page);
 }
 
 /* Give the blocks kept in heap->recent back to their pages, all but the
@@ -419,23 +427,27 @@ void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
 #endif
 
 /* A checked block of a page this heap owns: a medium one waits in
- * heap->recent, the rest go onto their page's free list. (Out of line:
- * inlined into hak_free_released, it cost the secure variant's free 1-2
- * instructions a pair on one-slice pages, which never come here.) */
-static HAK_NOINLINE void free_owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+ * heap->recent, the rest go onto their page's free list. */
+static inline void owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   if (page->slice_count > 1 && hak_bin_has_recent(page->bin) && hak_likely(!hak_tracking))
     keep_recent(heap, page, b);
   else free_local(heap, page, b);
 }
 
+/* A checked block of a full page this heap abandoned: taken back if
+ * nobody took it since, else (it is another heap's now) searched again. */
+static HAK_NOINLINE void free_taken_back(void *p, hak_heap_t *heap, hak_page_t *page) {
+  if (take_back(heap, page)) owned_block(heap, page, (hak_block_t *)p);
+  else free_searched(p, heap);
+}
+
 /* A free into a page this heap owns, or owned last and abandoned full: a
- * live page of blocks, so hak_page_block_of alone checks p exactly. */
+ * live page of blocks, so hak_page_block_of alone checks p exactly.
+ * (Every call in tail position: it saves no registers.) */
 static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
-  if ((void *)hak_page_block_of(page, p) == p && (owner == (uintptr_t)heap || take_back(heap, page))) {
-    free_owned_block(heap, page, (hak_block_t *)p);
-    return;
-  }
-  free_searched(p, heap);
+  if (hak_unlikely((void *)hak_page_block_of(page, p) != p)) free_searched(p, heap);
+  else if (hak_likely(owner == (uintptr_t)heap)) owned_block(heap, page, (hak_block_t *)p);
+  else free_taken_back(p, heap, page);
 }
 
 /* Every free the fast path does not take but the owner's frees into its
@@ -499,6 +511,13 @@ void hak_delete(void *p) { hak_secure_delete(p); }
 void hak_delete_array(void *p) { hak_secure_delete_array(p); }
 void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
 void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
+
+/* (Out of line: inlined into hak_free_released, it cost the secure
+ * variant's free 1-2 instructions a pair on one-slice pages, which never
+ * come here.) */
+static HAK_NOINLINE void free_owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  owned_block(heap, page, b);
+}
 
 /* A block leaving the quarantine takes the fast path, with less to check:
  * it is the start of a block of an arena segment (live and exactly found

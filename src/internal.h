@@ -555,7 +555,8 @@ static inline uint64_t hak_counter_get(const hak_counter_t *c) {
  * oldest `count - 1` slots before it (a ring: a free into a full one
  * pushes the oldest out to its page). */
 #define HAK_RECENT_FIRST  57          /* hak_bin_of(HAK_SMALL_MAX + 1) (unit_size_classes checks) */
-#define HAK_RECENT_BINS   16          /* ... to hak_bin_of(32 KiB) */
+#define HAK_RECENT_BINS   16          /* ... to hak_bin_of(HAK_RECENT_MAX) */
+#define HAK_RECENT_MAX    (32 * 1024)
 #define HAK_RECENT_DEPTH  4
 typedef struct hak_recent_s {
   hak_block_t *slot[HAK_RECENT_DEPTH];
@@ -565,6 +566,15 @@ typedef struct hak_recent_s {
 /* Whether blocks of class `bin` wait in heap->recent when freed (the
  * subtraction wraps below HAK_RECENT_FIRST). */
 static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRST < HAK_RECENT_BINS; }
+
+/* hak_bin_of(size) - HAK_RECENT_FIRST for HAK_SMALL_MAX < size <=
+ * HAK_RECENT_MAX, where the power of two below size - 1 is 2^13 or 2^14:
+ * the medium malloc's ring lookup, without hak_bin_of's bit scan
+ * (unit_size_classes checks every size). */
+static inline size_t hak_recent_index(size_t size) {
+  size_t w = size - 1, upper = w >> 14;   /* 0: up to 16 KiB; 1: above */
+  return upper * 8 + ((w >> (10 + upper)) & 7);
+}
 
 /* The foreign cache (free.c): small blocks of other threads' pages that
  * this thread freed, kept per class for its own next mallocs of the class.

@@ -54,8 +54,11 @@ static void classes_of_multiples_keep_their_alignment(void) {
 }
 
 static void recent_classes_are_the_medium_ones_up_to_32_kib(void) {
+  for (size_t size = HAK_SMALL_MAX + 1; size <= HAK_RECENT_MAX; size++)
+    CHECKF(HAK_RECENT_FIRST + hak_recent_index(size) == hak_bin_of(size), "size %zu: ring %zu, class %zu",
+           size, hak_recent_index(size), hak_bin_of(size));
   CHECKF(hak_bin_of(HAK_SMALL_MAX + 1) == HAK_RECENT_FIRST, "first is %zu", hak_bin_of(HAK_SMALL_MAX + 1));
-  CHECKF(hak_bin_of(32 * 1024) == HAK_RECENT_FIRST + HAK_RECENT_BINS - 1, "last is %zu", hak_bin_of(32 * 1024));
+  CHECKF(hak_bin_of(HAK_RECENT_MAX) == HAK_RECENT_FIRST + HAK_RECENT_BINS - 1, "last is %zu", hak_bin_of(HAK_RECENT_MAX));
   CHECKF(!hak_bin_has_recent(HAK_RECENT_FIRST - 1) && hak_bin_has_recent(HAK_RECENT_FIRST) &&
          hak_bin_has_recent(HAK_RECENT_FIRST + HAK_RECENT_BINS - 1) && !hak_bin_has_recent(HAK_RECENT_FIRST + HAK_RECENT_BINS),
          "the range's ends");
