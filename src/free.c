@@ -310,9 +310,9 @@ void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
  * one before, or all once it stops keeping), at its exit, and by
  * hak_collect. Not in the secure variant (internal.h). */
 #if HAKMEM_SECURE
-static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  (void)heap; (void)page; (void)b;
-  return false;
+static inline void free_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  (void)heap;
+  free_remote(page, b);
 }
 #else
 /* How many of a class's kept blocks lie in `page` (a one-slice page). */
@@ -334,25 +334,33 @@ static void flush_class(hak_heap_t *heap, size_t bin) {
   hak_heap_foreign_reset(heap, bin);
 }
 
-static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  if (heap == &hak_heap_empty) return false;   /* (a thread with no heap: nothing to count, nowhere to keep) */
-  heap->foreign_frees++;
-  if (!heap->keeps_foreign) return false;
+/* b is its page's last block in use but those kept in its class's list:
+ * kept, they would hold the page for nothing; they go back with b (as
+ * release_if_only_kept does for heap->recent). */
+static HAK_NOINLINE void flush_and_send(hak_heap_t *heap, size_t bin, hak_page_t *page, hak_block_t *b) {
+  flush_class(heap, bin);
+  free_remote(page, b);
+}
+
+/* b, checked, of a page of another heap or of nobody, freed by a thread
+ * that keeps such blocks (heap->keeps_foreign): kept if its class has
+ * room, else sent to its page. (Every call in tail position.) */
+static HAK_NOINLINE void keep_or_send(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   size_t bin = atomic_load_explicit(&page->bin, memory_order_relaxed);
   if (hak_bin_has_recent(bin)) {
     keep_recent(heap, page, b);
-    return true;
+    return;
   }
-  if (bin >= HAK_FOREIGN_BINS) return false;   /* (medium classes above 32 KiB; the shared heap's own) */
-  hak_page_t *f = &heap->foreign[bin];
-  size_t held = hak_foreign_held(f);
-  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) return false;
-  /* b is the page's last block in use but those kept here: kept, they
-   * would hold the page for nothing; they go back with b (as
-   * release_if_only_kept does for heap->recent). */
+  hak_page_t *f = bin < HAK_FOREIGN_BINS ? &heap->foreign[bin] : NULL;   /* (none: medium classes above 32 KiB,
+                                                                              the shared heap's own) */
+  size_t held = f != NULL ? hak_foreign_held(f) : HAK_FOREIGN_BLOCKS;
+  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) {
+    free_remote(page, b);
+    return;
+  }
   if (hak_unlikely(hak_page_used(page) <= held + 1) && foreign_in_page(f, page) + 1 >= hak_page_used(page)) {
-    flush_class(heap, bin);
-    return false;
+    flush_and_send(heap, bin, page, b);
+    return;
   }
   mark_free(b, page);
   b->next = f->free;
@@ -365,7 +373,21 @@ static inline bool keep_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t 
     f->alone = true;
     hak_heap_update_direct(heap, bin);
   }
-  return true;
+}
+
+/* A checked block of a page of another heap or of nobody: counted in
+ * the window (hak_heap_foreign_heartbeat), then kept or sent to its page.
+ * (The keeping out of line: inlined, it made hak_free_generic save six
+ * registers on every call.) */
+static inline void free_foreign(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  if (heap != &hak_heap_empty) {   /* (a thread with no heap: nothing to count, nowhere to keep) */
+    heap->foreign_frees++;
+    if (heap->keeps_foreign) {
+      keep_or_send(heap, page, b);
+      return;
+    }
+  }
+  free_remote(page, b);
 }
 
 /* The class's kept blocks ran out (malloc_slow) or went back: its direct
@@ -470,7 +492,7 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
     if ((owner & HAK_OWNER_COUNTED) == 0 &&
         (hak_block_check_shared(slice, p) ||
          (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
-      if (!keep_foreign(heap, page, (hak_block_t *)p)) free_remote(page, (hak_block_t *)p);
+      free_foreign(heap, page, (hak_block_t *)p);
       return;
     }
   }
