@@ -334,12 +334,33 @@ static void flush_class(hak_heap_t *heap, size_t bin) {
   hak_heap_foreign_reset(heap, bin);
 }
 
-/* b is its page's last block in use but those kept in its class's list:
- * kept, they would hold the page for nothing; they go back with b (as
- * release_if_only_kept does for heap->recent). */
-static HAK_NOINLINE void flush_and_send(hak_heap_t *heap, size_t bin, hak_page_t *page, hak_block_t *b) {
-  flush_class(heap, bin);
-  free_remote(page, b);
+/* b onto its class's list f, which held `held` blocks. Half full, the
+ * class's mallocs take from there until it runs out (switching at the
+ * first block would switch back and forth). */
+static inline void foreign_push(hak_heap_t *heap, hak_page_t *f, size_t bin, hak_page_t *page, hak_block_t *b,
+                                size_t held) {
+  mark_free(b, page);
+  b->next = f->free;
+  f->free = b;
+  f->capacity++;
+  held++;
+  if (!f->alone && (held * 2 >= HAK_FOREIGN_BLOCKS || held * page->block_size * 2 >= HAK_FOREIGN_BYTES)) {
+    f->alone = true;
+    hak_heap_update_direct(heap, bin);
+  }
+}
+
+/* b may be its page's last block in use but those kept in its class's
+ * list: kept, they would hold the page for nothing, so they go back with b
+ * (as release_if_only_kept does for heap->recent). */
+static HAK_NOINLINE void keep_unless_last(hak_heap_t *heap, hak_page_t *f, size_t bin, hak_page_t *page,
+                                          hak_block_t *b, size_t held) {
+  if (foreign_in_page(f, page) + 1 >= hak_page_used(page)) {
+    flush_class(heap, bin);
+    free_remote(page, b);
+  } else {
+    foreign_push(heap, f, bin, page, b, held);
+  }
 }
 
 /* b, checked, of a page of another heap or of nobody, freed by a thread
@@ -354,25 +375,9 @@ static HAK_NOINLINE void keep_or_send(hak_heap_t *heap, hak_page_t *page, hak_bl
   hak_page_t *f = bin < HAK_FOREIGN_BINS ? &heap->foreign[bin] : NULL;   /* (none: medium classes above 32 KiB,
                                                                               the shared heap's own) */
   size_t held = f != NULL ? hak_foreign_held(f) : HAK_FOREIGN_BLOCKS;
-  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) {
-    free_remote(page, b);
-    return;
-  }
-  if (hak_unlikely(hak_page_used(page) <= held + 1) && foreign_in_page(f, page) + 1 >= hak_page_used(page)) {
-    flush_and_send(heap, bin, page, b);
-    return;
-  }
-  mark_free(b, page);
-  b->next = f->free;
-  f->free = b;
-  f->capacity++;
-  held++;
-  /* Half full: the class's mallocs take from here until it runs out
-   * (switching at the first block would switch back and forth). */
-  if (!f->alone && (held * 2 >= HAK_FOREIGN_BLOCKS || held * page->block_size * 2 >= HAK_FOREIGN_BYTES)) {
-    f->alone = true;
-    hak_heap_update_direct(heap, bin);
-  }
+  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) free_remote(page, b);
+  else if (hak_unlikely(hak_page_used(page) <= held + 1)) keep_unless_last(heap, f, bin, page, b, held);
+  else foreign_push(heap, f, bin, page, b, held);
 }
 
 /* A checked block of a page of another heap or of nobody: counted in
@@ -472,31 +477,35 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
   else free_taken_back(p, heap, page);
 }
 
-/* Every free the fast path does not take but the owner's frees into its
- * pages of several slices (classes above HAK_SMALL_MAX: free_block sends
- * them to free_own). Most are of another thread's page (or of nobody's):
- * free_remote after the exact check (the fast path's for a one-slice page,
- * hak_page_block_of for one of several slices; the owner word's bit sends
- * on pages whose calls are counted or tracked); of this thread's full
- * pages it abandoned: free_own; the rest, free_searched. */
-void hak_free_generic(void *p, hak_heap_t *heap) {
-  hak_segment_t *seg = hak_segment_lookup(p);
-  if (hak_likely(seg != NULL)) {
-    const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
-    hak_page_t *page = slice->page;
-    uintptr_t owner = hak_page_owner(page);
-    if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
-      free_own(p, heap, page, owner);
-      return;
-    }
-    if ((owner & HAK_OWNER_COUNTED) == 0 &&
-        (hak_block_check_shared(slice, p) ||
-         (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
-      free_foreign(heap, page, (hak_block_t *)p);
-      return;
-    }
+/* A free of a pointer into a mapped segment that the fast path does not
+ * take (but the owner's frees into its pages of several slices: free_block
+ * sends those to free_own): `slice` is p's. Most are of another thread's
+ * page (or of nobody's): free_foreign after the exact check (the fast
+ * path's for a one-slice page, hak_page_block_of for one of several
+ * slices; the owner word's bit sends on pages whose calls are counted or
+ * tracked); of this thread's full pages it abandoned: free_own; the rest,
+ * free_searched. */
+static HAK_NOINLINE void free_in_slice(void *p, hak_heap_t *heap, const hak_slice_t *slice) {
+  hak_page_t *page = slice->page;
+  uintptr_t owner = hak_page_owner(page);
+  if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
+    free_own(p, heap, page, owner);
+    return;
+  }
+  if ((owner & HAK_OWNER_COUNTED) == 0 &&
+      (hak_block_check_shared(slice, p) ||
+       (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
+    free_foreign(heap, page, (hak_block_t *)p);
+    return;
   }
   free_searched(p, heap);
+}
+
+/* Every free the fast path does not take, and the other layers' frees. */
+void hak_free_generic(void *p, hak_heap_t *heap) {
+  hak_segment_t *seg = hak_segment_lookup(p);
+  if (hak_likely(seg != NULL)) free_in_slice(p, heap, hak_slice_at(seg, p));
+  else free_searched(p, heap);
 }
 
 /* The fast path: a block this thread's page handed out, checked exactly
@@ -504,17 +513,17 @@ void hak_free_generic(void *p, hak_heap_t *heap) {
 static inline void free_block(void *p, hak_heap_t *heap) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_unlikely(seg == NULL)) {
-    if (p != NULL) hak_free_generic(p, heap);
+    if (p != NULL) free_searched(p, heap);
     return;
   }
-  const hak_slice_t *slice = &seg->slices[hak_slice_of(p)];
+  const hak_slice_t *slice = hak_slice_at(seg, p);
   hak_page_t *page = slice->page;
   if (hak_likely(hak_page_owned_by(page, heap))) {
     if (hak_likely(hak_block_check(slice, p))) free_local(heap, page, (hak_block_t *)p);
     else free_own(p, heap, page, (uintptr_t)heap);   /* a page of several slices, or a misuse */
     return;
   }
-  hak_free_generic(p, heap);
+  free_in_slice(p, heap, slice);
 }
 
 void hak_free(void *p) {

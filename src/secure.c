@@ -673,10 +673,7 @@ static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
 static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
-    /* (the slice's address computed once, for its three fields) */
-    const hak_slice_t *slice = (const hak_slice_t *)((uintptr_t)seg->slices +
-                                                     (((uintptr_t)p >> (HAK_SLICE_SHIFT - 4)) & ((HAK_SLICES - 1) << 4)));
-    _Static_assert(sizeof(hak_slice_t) == 16, "a slice entry is 16 bytes");
+    const hak_slice_t *slice = hak_slice_at(seg, p);
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen();
