@@ -482,12 +482,17 @@ static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL;
 /* The live block p is (exactly, see hak_block_find; not in quarantine),
  * its canary checked: its requested size. */
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
-  /* The start of a carved block of a one-slice page that is not free: as
-   * hak_block_find would find it, without its division. */
-  const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
-  if (hak_likely(hak_segment_is_mapped(p) && hak_block_check_shared(slice, p) &&
-                 ((const hak_block_t *)p)->free_tag != hak_free_tag(slice->page))) {
-    *ref = (hak_block_ref_t){ hak_segment_of(p), slice->page, (hak_block_t *)p, slice->page->block_size };
+  /* The start of a carved block of a page that is not free: as
+   * hak_block_find would find it, without its search (and, in a one-slice
+   * page, without its division), as free.c's free_in_slice checks it. */
+  hak_segment_t *seg = hak_segment_lookup(p);
+  const hak_slice_t *slice = seg != NULL ? hak_slice_at(seg, p) : NULL;
+  hak_page_t *page = slice != NULL ? slice->page : NULL;
+  if (hak_likely(page != NULL &&
+                 (hak_block_check_shared(slice, p) ||
+                  (page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p)) &&
+                 ((const hak_block_t *)p)->free_tag != hak_free_tag(page))) {
+    *ref = (hak_block_ref_t){ seg, page, (hak_block_t *)p, page->block_size };
   } else {
     hak_block_find(op, p, ref);
   }
@@ -665,11 +670,38 @@ void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALL
 void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, family, false); }
 void *hak_secure_new_throwing(size_t size, unsigned family) { return secure_alloc(size, family, true); }
 
-/* free, or a form of delete (op). The usual case first: the start of a
- * live block of a one-slice page (as live_block finds it) freed by a
- * thread with a heap, into quarantine. */
 static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
 
+/* Whether p's first two words say it is live: not free in its page, not
+ * in quarantine (a thread with no heap: see quarantine_put_borrowed). */
+static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
+  return ((const hak_block_t *)p)->free_tag != hak_free_tag(page) && ((const uintptr_t *)p)[1] != quarantine_tag(ks, p);
+}
+
+/* A live block of a page, `usable` bytes: its canary checked, into quarantine. */
+static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_t *heap, hak_op_t op, void *p,
+                                                            size_t usable) {
+  canary_check(ks, op, p, usable);
+  quarantine_put(ks, heap, p, usable);
+}
+
+/* A free the fast path's check does not take, of a pointer into a mapped
+ * segment: a block of a page of several slices (medium classes), found as
+ * live_block finds it, or the rest. (Out of line, and finding p's slice
+ * again: the fast path then keeps no more registers.) */
+static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op) {
+  const hak_slice_t *slice = hak_slice_at(hak_segment_of(p), p);
+  hak_page_t *page = slice->page;
+  keys_t ks = keys_chosen();
+  if (page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p && not_freed(ks, p, page))
+    free_live(ks, hak_heap_get(), op, p, page->block_size);
+  else secure_free_slow(p, op);
+}
+
+/* free, or a form of delete (op). The usual case first: the start of a
+ * live block of a one-slice page (as live_block finds it) freed by a
+ * thread with a heap, into quarantine; then a medium one
+ * (secure_free_in_segment); the rest in secure_free_slow. */
 static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
@@ -677,14 +709,9 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen();
-    if (hak_likely(hak_block_check_shared(slice, p) && ((const hak_block_t *)p)->free_tag != hak_free_tag(page) &&
-                   ((const uintptr_t *)p)[1] != quarantine_tag(ks, p))) {   /* (a thread with no heap: see
-                                                                                quarantine_put_borrowed) */
-      size_t usable = page->block_size;
-      canary_check(ks, op, p, usable);
-      quarantine_put(ks, heap, p, usable);
-      return;
-    }
+    if (hak_likely(hak_block_check_shared(slice, p) && not_freed(ks, p, page))) free_live(ks, heap, op, p, page->block_size);
+    else secure_free_in_segment(p, op);
+    return;
   }
   secure_free_slow(p, op);
 }
