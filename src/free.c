@@ -1,22 +1,25 @@
 /* The free path, whole.
  *
- *   hak_free            validate the segment (one byte load), find the page
- *                       by masking; if this thread owns it: local free
+ *   hak_free            find the segment (one load from the segment map)
+ *                       and the slice's page; if this thread owns it and
+ *                       the slice's check passes: local free
  *   free_local          push on page->free, no atomics; a page whose
  *                       blocks are all free again is retired
  *   free_own            the owner's free into a page of several slices
  *                       (medium blocks; up to 32 KiB kept in heap->recent)
  *                       or into a full page it abandoned, after
  *                       hak_page_block_of's exact check
- *   hak_free_generic    every other free: a block of a page of another
- *                       thread or of nobody, after the same exact checks
- *                       (the slice's for a one-slice page); the rest after
- *                       the exact check of hak_block_find: large and huge
- *                       blocks, counted frees.
+ *   free_in_slice       every other free into a mapped segment (the fast
+ *                       path hands it its slice; hak_free_generic, the
+ *                       other layers' entry, finds it): a block of a page
+ *                       of another thread or of nobody, after the same
+ *                       exact checks (the slice's for a one-slice page);
+ *   free_searched       the rest, after the exact check of hak_block_find:
+ *                       large and huge blocks, counted frees, misuse.
  *                       Blocks of pages this thread does not own go to
  *                       hak_page_free_remote (owner.c: the ownership
  *                       protocol), or stay with this thread if its frees
- *                       are mostly such frees (keep_foreign)
+ *                       are mostly such frees (free_foreign)
  *
  * A free of a block in a page never takes a lock (large and huge blocks go
  * back to their arena or cache, under its lock), and never touches a block

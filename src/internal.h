@@ -276,7 +276,7 @@ typedef struct hak_page_s {
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment. Written by
                                             the owner at page_init; read by any thread freeing a block */
   _Atomic(uint16_t) used;                /* written by the owner (hak_page_used_inc); read by the census, and
-                                            by a thread keeping the page's blocks (free.c: keep_foreign,
+                                            by a thread keeping the page's blocks (free.c: keep_or_send,
                                             release_if_only_kept) */
   uint16_t capacity;                     /* blocks carved so far. Written by the owner (carving); read by
                                             any thread freeing a block: __atomic, relaxed */
@@ -631,7 +631,7 @@ typedef struct hak_heap_s {
    * test_thread_footprint/own_heap, 23 KiB a thread, not 19.) */
   bool keeps_foreign;                    /* keeps other threads' blocks it frees, till the next heartbeat (free.c) */
   uint32_t foreign_frees, slow_mallocs;  /* since the last heartbeat: frees of other threads' blocks; slow
-                                            mallocs but the heartbeat's own (free.c, keep_foreign) */
+                                            mallocs but the heartbeat's own (free.c, free_foreign) */
   /* small classes: blocks of other threads' pages this thread freed
    * (above), HAK_FOREIGN_BINS descriptors, mapped when the thread first
    * keeps such blocks (most threads never do: the heap stays two OS pages),
