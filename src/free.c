@@ -187,7 +187,7 @@ static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
   return owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
 }
 
-/* The frees hak_free_generic does not take first: large and huge blocks,
+/* The frees free_in_slice does not take first: large and huge blocks,
  * counted frees, and every misuse (found here exactly). Out of line, so
  * that its search stays inlined in it. */
 static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
@@ -269,6 +269,7 @@ static HAK_NOINLINE void recent_evict(hak_heap_t *heap, hak_recent_t *r, hak_pag
 
 /* (Every call in tail position, so that it saves no registers.) */
 static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+  hak_assert(!hak_owner_counted);   /* (counted frees keep nothing: malloc_medium pops the rings uncounted) */
   mark_free(b, page);
   hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
   unsigned top = (r->top + 1u) % HAK_RECENT_DEPTH, count = r->count;

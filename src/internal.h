@@ -224,8 +224,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - a free of one of its blocks from another thread into a one-slice page
  *     reads the owner word and the slice's recip and bound (hak_slice_t);
  *   - any other free, realloc or malloc_usable_size of one of its blocks
- *     from another thread (hak_free_generic's check of a page of several
- *     slices, hak_block_find: free.c) reads span_kind, block_size
+ *     from another thread (free_in_slice's check of a page of several
+ *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
+ *     and live_block) reads span_kind, block_size
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written

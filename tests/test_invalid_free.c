@@ -158,7 +158,7 @@ static void double_free_medium(void) { double_free_of_size(100 * KiB); }
 static void double_free_large(void) { double_free_of_size(2 * MiB); }
 static void double_free_huge(void) { double_free_of_size(40 * MiB); }
 /* The same misuses by a thread that does not own the page: its frees take
- * the remote route (src/free.c, hak_free_generic), whose exact check must
+ * the remote route (src/free.c, free_in_slice), whose exact check must
  * catch them as the owner's does: the slice's check for a one-slice page,
  * hak_page_block_of for a medium block's page of several slices. The owner
  * stays alive and keeps its heap, so the page stays owned. */

@@ -267,7 +267,7 @@ static void block_check_is_exact(void) {
 }
 
 /* A page its owner abandoned full is taken back by the owner's next free
- * into it (hak_free_generic's own-page branch): owned again, back in its
+ * into it (free_in_slice's own-page branch): owned again, back in its
  * queue, the block on its local free list. A larger class than SIZE, in
  * pages of several slices, takes the same branch from its first free. */
 static void own_abandoned_page_is_taken_back(void) {
