@@ -293,6 +293,67 @@ static void exit_gives_kept_blocks_back(void)
     }
 }
 
+/* A kept block that would be its page's last in use but those the thread
+ * keeps of its class is not kept: the class's kept blocks go back with it
+ * (kept, they would pin the page for as long as the thread stays idle).
+ * Here the page is a producer's, with LAST live blocks; a consumer that
+ * keeps (as consumer_body's) frees them all, then idles while the
+ * producer exits: the page, all of its blocks back, is freed with it, and
+ * none of its blocks is counted live. */
+#define LAST_SIZE ((size_t)1152)   /* (a class no other case uses, nor the C library) */
+static const size_t last_size[] = {LAST_SIZE};
+enum { LAST = 4 };
+
+typedef struct {
+    producer_t *keeping, *last;
+    pthread_barrier_t freed, leave;
+} idler_t;
+
+static void *idler(void *arg)
+{
+    idler_t *c = arg;
+    hak_thread_own_heap();
+    size_t taken_back = 0;   /* of the last 64 mallocs, those that took the block just freed */
+    void **mine = calloc(LOOP, sizeof *mine);
+    CHECK(mine != NULL);
+    for (size_t i = 0; i < LOOP; i++) {
+        free(c->keeping->blocks[i]);
+        CHECK((mine[i] = malloc(SIZE)) != NULL);
+        if (i + 64 >= LOOP) taken_back += mine[i] == c->keeping->blocks[i];
+    }
+    CHECKF(taken_back >= 32, "not keeping: %zu of the last 64 mallocs took the block just freed", taken_back);
+    for (size_t i = 0; i < LAST; i++) free(c->last->blocks[i]);
+    pthread_barrier_wait(&c->freed);
+    pthread_barrier_wait(&c->leave);   /* (idle meanwhile: no malloc, no heartbeat) */
+    for (size_t i = 0; i < LOOP; i++) free(mine[i]);
+    free(mine);
+    return NULL;
+}
+
+static void last_block_takes_the_kept_ones_back(void)
+{
+    hak_collect();
+    uint64_t before = class_live(LAST_SIZE);
+    producer_t keeping, last;
+    pthread_t tk = producer_start(&keeping, LOOP, one_size, 1);
+    pthread_t tl = producer_start(&last, LAST, last_size, 1);
+    idler_t c = {.keeping = &keeping, .last = &last};
+    pthread_barrier_init(&c.freed, NULL, 2);
+    pthread_barrier_init(&c.leave, NULL, 2);
+    pthread_t tc = hak_thread_start(idler, &c);
+    pthread_barrier_wait(&c.freed);
+    producer_finish(&last, tl);   /* its exit gathers the page's blocks freed by the idler */
+    hak_collect();
+    uint64_t live = class_live(LAST_SIZE);
+    CHECKF(live <= before, "%llu blocks of %zu bytes counted live, %llu before: the idler kept them",
+           (unsigned long long)live, LAST_SIZE, (unsigned long long)before);
+    pthread_barrier_wait(&c.leave);
+    pthread_join(tc, NULL);
+    pthread_barrier_destroy(&c.freed);
+    pthread_barrier_destroy(&c.leave);
+    producer_finish(&keeping, tk);
+}
+
 int main(void)
 {
     hak_test_begin("test_foreign_frees");
@@ -300,6 +361,7 @@ int main(void)
     RUN_CASE(owner_sends_them_back);
     RUN_CASE(double_free_of_a_kept_block);
     RUN_CASE(exit_gives_kept_blocks_back);   /* (before the exchange, which leaves blocks of every class) */
+    RUN_CASE(last_block_takes_the_kept_ones_back);
     RUN_CASE(exchange_keeps_contents);
     return 0;
 }
