@@ -496,9 +496,7 @@ static HAK_NOINLINE void free_in_slice(void *p, hak_heap_t *heap, const hak_slic
     free_own(p, heap, page, owner);
     return;
   }
-  if ((owner & HAK_OWNER_COUNTED) == 0 &&
-      (hak_block_check_shared(slice, p) ||
-       (page->span_kind == HAK_SPAN_PAGE && (void *)hak_page_block_of(page, p) == p))) {
+  if ((owner & HAK_OWNER_COUNTED) == 0 && hak_block_starts(slice, p)) {
     free_foreign(heap, page, (hak_block_t *)p);
     return;
   }

@@ -453,6 +453,16 @@ static inline hak_block_t *hak_page_block_of(const hak_page_t *page, const void 
   if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */
   return (hak_block_t *)(start + index * page->block_size);
 }
+/* Whether p starts a carved block of the span `page` describes, a page of
+ * any number of slices (through hak_page_block_of's division; any thread,
+ * as hak_block_check_shared). */
+static inline bool hak_page_block_starts(const hak_page_t *page, const void *p) {
+  return page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p;
+}
+/* The same, the slice's multiply and compare first (a one-slice page). */
+static inline bool hak_block_starts(const hak_slice_t *slice, const void *p) {
+  return hak_block_check_shared(slice, p) || hak_page_block_starts(slice->page, p);
+}
 static inline uintptr_t hak_page_owner(const hak_page_t *page) {
   return atomic_load_explicit(&page->owner, memory_order_relaxed);
 }

@@ -488,9 +488,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   hak_segment_t *seg = hak_segment_lookup(p);
   const hak_slice_t *slice = seg != NULL ? hak_slice_at(seg, p) : NULL;
   hak_page_t *page = slice != NULL ? slice->page : NULL;
-  if (hak_likely(page != NULL &&
-                 (hak_block_check_shared(slice, p) ||
-                  (page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p)) &&
+  if (hak_likely(page != NULL && hak_block_starts(slice, p) &&
                  ((const hak_block_t *)p)->free_tag != hak_free_tag(page))) {
     *ref = (hak_block_ref_t){ seg, page, (hak_block_t *)p, page->block_size };
   } else {
@@ -693,7 +691,7 @@ static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op) {
   const hak_slice_t *slice = hak_slice_at(hak_segment_of(p), p);
   hak_page_t *page = slice->page;
   keys_t ks = keys_chosen();
-  if (page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p && not_freed(ks, p, page))
+  if (hak_page_block_starts(page, p) && not_freed(ks, p, page))
     free_live(ks, hak_heap_get(), op, p, page->block_size);
   else secure_free_slow(p, op);
 }
