@@ -97,7 +97,6 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
   if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
   if ((const void *)b != p) report(op, p, "not the start of a block (a pointer inside one)");
-  ref->block = b;
   ref->usable = page->block_size;
 }
 
@@ -202,7 +201,7 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
     else hak_huge_free(ref.seg, page);
     return;
   }
-  hak_block_t *b = ref.block;
+  hak_block_t *b = p;
   bool local = owned_or_taken_back(heap, page);
   if (hak_unlikely(hak_owner_counted)) {
     free_counted(heap, page, b, local);

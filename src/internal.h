@@ -876,8 +876,8 @@ typedef enum {
 } hak_op_t;
 typedef struct hak_block_ref_s {
   hak_segment_t *seg;                    /* NULL: a giant block */
-  hak_page_t *page;                      /* its span: a page, a large or a huge block */
-  hak_block_t *block;                    /* pages: the block, p */
+  hak_page_t *page;                      /* its span: a page (p is the block: every block handed
+                                            out starts its block), a large or a huge block */
   size_t usable;                         /* bytes from p to the end of the block */
 } hak_block_ref_t;
 HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);

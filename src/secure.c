@@ -490,7 +490,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   hak_page_t *page = slice != NULL ? slice->page : NULL;
   if (hak_likely(page != NULL && hak_block_starts(slice, p) &&
                  ((const hak_block_t *)p)->free_tag != hak_free_tag(page))) {
-    *ref = (hak_block_ref_t){ seg, page, (hak_block_t *)p, page->block_size };
+    *ref = (hak_block_ref_t){ seg, page, page->block_size };
   } else {
     hak_block_find(op, p, ref);
   }

@@ -83,7 +83,8 @@ void hak_track_handout(void *p, size_t size, bool zero) {
   VALGRIND_MALLOCLIKE_BLOCK(p, usable_of(p, &ref), 0, zero);
   /* A block's tag word is read by every free (the double-free check),
    * whether or not the program wrote it: it holds 0, defined. */
-  if (ref.block != NULL) VALGRIND_MAKE_MEM_DEFINED(&ref.block->free_tag, sizeof ref.block->free_tag);
+  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_PAGE)
+    VALGRIND_MAKE_MEM_DEFINED(&((hak_block_t *)p)->free_tag, sizeof ((hak_block_t *)p)->free_tag);
 }
 
 void hak_track_resize(void *p, size_t size, size_t usable) { (void)p; (void)size; (void)usable; }
