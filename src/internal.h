@@ -211,7 +211,10 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
 
 /* A page descriptor: one per slice of a segment, describing the span that
  * starts at that slice (the descriptors of a span's other slices are unused).
- * Exactly one cache line.
+ * Two cache lines (docs/design.md §5.6): the first is the owner's (its
+ * malloc and free fast paths write free and used there); the second holds
+ * the two words another thread's free touches every time, owner (tested)
+ * and xthread_free (pushed).
  *
  * Invariants:
  * - page->owner == (uintptr_t)heap exactly when `heap` owns the page (and
@@ -265,12 +268,6 @@ typedef struct hak_page_s {
   };
   hak_block_t *gathered;                 /* remote frees the owner took while `free` was not empty:
                                             `free` once it runs out (the owner's own frees go first) */
-  /* blocks freed by other threads: count | first | state. Pushed (CAS) by
-   * any thread freeing a block; taken by the owner, an adopter, the purger */
-  _Atomic(uintptr_t) xthread_free;
-  /* owning heap | HAK_OWNER_*. Written by the owner or adopter; read by any
-   * thread freeing a block, and by the census */
-  _Atomic(uintptr_t) owner;
   /* heap queue (owner only), reclaim queue (next: written by the thread
    * that publishes the page, read by poppers), or free-span list (arena lock) */
   struct hak_page_s *next, *prev;
@@ -296,12 +293,22 @@ typedef struct hak_page_s {
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if HAKMEM_SECURE
-  uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
-                                            page_init; read by any thread pushing a remote free */
   uint32_t check_recip, check_bound;     /* page: a copy of its slice's recip and bound (hak_slice_t) for
                                             the link checks, 0 unless one slice (secure.h). Written with
                                             them (page.c), and 0 at page_init; read by the owner and the
                                             purger walking held lists: __atomic, relaxed */
+  uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
+                                            page_init; read by any thread pushing a remote free */
+#endif
+  /* The second line (above). */
+  _Alignas(64)
+  /* blocks freed by other threads: count | first | state. Pushed (CAS) by
+   * any thread freeing a block; taken by the owner, an adopter, the purger */
+  _Atomic(uintptr_t) xthread_free;
+  /* owning heap | HAK_OWNER_*. Written by the owner or adopter; read by any
+   * thread freeing a block, and by the census */
+  _Atomic(uintptr_t) owner;
+#if HAKMEM_SECURE
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
                                             slice of a large block. Written and read by the thread that took the
@@ -310,11 +317,8 @@ typedef struct hak_page_s {
 #endif
 } __attribute__((aligned(64))) hak_page_t;
 
-#if HAKMEM_SECURE
-_Static_assert(sizeof(hak_page_t) == 128, "a secure page descriptor is two cache lines");
-#else
-_Static_assert(sizeof(hak_page_t) == 64, "a page descriptor is one cache line");
-#endif
+_Static_assert(sizeof(hak_page_t) == 128 && offsetof(hak_page_t, xthread_free) == 64,
+               "a page descriptor is two cache lines, the second the remote frees'");
 
 /* What a slice's memory may hold (page->dirty of each slice): never used
  * since mapped (zero, not resident), used since its last purge (may be
