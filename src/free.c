@@ -490,7 +490,7 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
  * free_searched. */
 static HAK_NOINLINE void free_in_slice(void *p, hak_heap_t *heap, const hak_slice_t *slice) {
   hak_page_t *page = slice->page;
-  uintptr_t owner = hak_page_owner(page);
+  uintptr_t owner = hak_slice_owner(slice);
   if ((owner & ~(uintptr_t)HAK_OWNER_ABANDONED) == (uintptr_t)heap) {
     free_own(p, heap, page, owner);
     return;
@@ -518,8 +518,8 @@ static inline void free_block(void *p, hak_heap_t *heap) {
     return;
   }
   const hak_slice_t *slice = hak_slice_at(seg, p);
-  hak_page_t *page = slice->page;
-  if (hak_likely(hak_page_owned_by(page, heap))) {
+  if (hak_likely(hak_slice_owned_by(slice, heap))) {
+    hak_page_t *page = slice->page;
     if (hak_likely(hak_block_check(slice, p))) free_local(heap, page, (hak_block_t *)p);
     else free_own(p, heap, page, (uintptr_t)heap);   /* a page of several slices, or a misuse */
     return;
@@ -558,9 +558,10 @@ static HAK_NOINLINE void free_owned_block(hak_heap_t *heap, hak_page_t *page, ha
  * this heap owns needs no block check; and its second word held the
  * quarantine's tag (checked as it left), not the free tag. */
 void hak_free_released(void *p, hak_heap_t *heap) {
-  hak_page_t *page = hak_segment_of(p)->slices[hak_slice_of(p)].page;
+  const hak_slice_t *slice = hak_slice_at(hak_segment_of(p), p);
+  hak_page_t *page = slice->page;
   hak_block_t *b = p;
-  if (hak_likely(hak_page_owned_by(page, heap))) {
+  if (hak_likely(hak_slice_owned_by(slice, heap))) {
     if (hak_likely(page->slice_count == 1)) {
       b->free_tag = hak_free_tag(page);
       link_local(page, b);

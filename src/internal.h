@@ -196,7 +196,8 @@ static inline size_t hak_xlist_count(uintptr_t x) { return (size_t)(x >> HAK_XCO
  * segment. META: a segment header. */
 enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_LARGE, HAK_SPAN_HUGE, HAK_SPAN_META };
 
-/* Low bits of page->owner (heaps are page-aligned, so the bits are free). */
+/* Low bits of a page's owner word (hak_slice_t; heaps are page-aligned, so
+ * the bits are free). */
 enum {
   HAK_OWNER_ABANDONED = 1,  /* not owned; the heap bits name the last owner, who may take it back */
   HAK_OWNER_COUNTED   = 2,  /* HAKMEM_STATS counts every call: keep frees off the fast path */
@@ -213,19 +214,20 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * starts at that slice (the descriptors of a span's other slices are unused).
  * Two cache lines (docs/design.md §5.6): the first is the owner's (its
  * malloc and free fast paths write free and used there); the second holds
- * the two words another thread's free touches every time, owner (tested)
- * and xthread_free (pushed).
+ * xthread_free, which other threads' frees push onto. Its owner word lives
+ * in its slices' entries (hak_slice_t), which every free reads anyway.
  *
  * Invariants:
- * - page->owner == (uintptr_t)heap exactly when `heap` owns the page (and
- *   calls are not counted): the one compare of the free fast path.
+ * - The owner word == (uintptr_t)heap exactly when `heap` owns the page
+ *   (and calls are not counted): the one compare of the free fast path.
  * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
  *   block_size, alone) are written only by the owning heap's thread, or by
  *   the thread that took ownership through xthread_free (adoption), never
- *   concurrently. `owner` is written only by the owner (or adopter) and
- *   read by anyone. What other threads read of a page, and why it is safe:
+ *   concurrently. The owner word is written only by the owner (or adopter)
+ *   and read by anyone. What other threads read of a page, and why it is
+ *   safe:
  *   - a free of one of its blocks from another thread into a one-slice page
- *     reads the owner word and the slice's recip and bound (hak_slice_t);
+ *     reads the slice's entry: its owner word, recip and bound (hak_slice_t);
  *   - any other free, realloc or malloc_usable_size of one of its blocks
  *     from another thread (free_in_slice's check of a page of several
  *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
@@ -305,9 +307,6 @@ typedef struct hak_page_s {
   /* blocks freed by other threads: count | first | state. Pushed (CAS) by
    * any thread freeing a block; taken by the owner, an adopter, the purger */
   _Atomic(uintptr_t) xthread_free;
-  /* owning heap | HAK_OWNER_*. Written by the owner or adopter; read by any
-   * thread freeing a block, and by the census */
-  _Atomic(uintptr_t) owner;
 #if HAKMEM_SECURE
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
@@ -331,8 +330,8 @@ enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
 
 /* One entry per slice of a segment: the descriptor of the span holding it,
  * and the free fast path's exact test that a pointer is the start of a
- * block carved in a one-slice page (hak_block_check), side by side so that
- * free reads one cache line of the header. For a one-slice page, recip ==
+ * block carved in a one-slice page (hak_block_check), and the page's owner
+ * word, side by side so that free reads one cache line of the header. For a one-slice page, recip ==
  * floor(2^32 / block_size) + 1 and bound == capacity * e, where
  * e = recip * block_size - 2^32 (1 <= e <= block_size). For an offset
  * o < 2^16 into the slice, x = (uint32_t)(o * recip) equals (o / block_size)
@@ -354,7 +353,13 @@ typedef struct hak_slice_s {
   struct hak_page_s *page;
   uint32_t recip;
   uint32_t bound;
-} hak_slice_t;
+  /* The owner word of the page holding this slice: owning heap |
+   * HAK_OWNER_*, in every slice of the page (hak_page_set_owner); 0 in
+   * every slice outside a page. Written by the owner or adopter; read by
+   * any thread freeing a block (from the entry it reads anyway:
+   * docs/design.md §5.6), and by the census. */
+  _Atomic(uintptr_t) owner;
+} __attribute__((aligned(32))) hak_slice_t;   /* (a power of two: hak_slice_at's shift) */
 
 /* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
  * header by masking, and its slice's descriptor through slices[].page.
@@ -414,18 +419,18 @@ static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_S
  * mask (the compiler otherwise keeps the index too, for a second use, and
  * scales it apart: two instructions more on the free fast paths). */
 static inline const hak_slice_t *hak_slice_at(const hak_segment_t *seg, const void *p) {
-  _Static_assert(sizeof(hak_slice_t) == 16, "a slice entry is 16 bytes");
+  _Static_assert(sizeof(hak_slice_t) == 32, "a slice entry is 32 bytes");
   return (const hak_slice_t *)((uintptr_t)seg->slices +
-                               (((uintptr_t)p >> (HAK_SLICE_SHIFT - 4)) & ((HAK_SLICES - 1) << 4)));
+                               (((uintptr_t)p >> (HAK_SLICE_SHIFT - 5)) & ((HAK_SLICES - 1) << 5)));
 }
 static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { return seg->slices[hak_slice_of(p)].page; }
 
 /* The check of a one-slice page of `capacity` carved blocks of
- * `block_size` (see hak_slice_t; the page pointer is left out). */
+ * `block_size` (see hak_slice_t; the page pointer and owner are left out). */
 static inline hak_slice_t hak_slice_check_for(size_t block_size, size_t capacity) {
   uint64_t recip = ((uint64_t)1 << 32) / block_size + 1;
   uint64_t e = recip * block_size - ((uint64_t)1 << 32);
-  return (hak_slice_t){ NULL, (uint32_t)recip, (uint32_t)(capacity * e) };
+  return (hak_slice_t){ .recip = (uint32_t)recip, .bound = (uint32_t)(capacity * e) };
 }
 
 /* The check itself, given a slice's recip and bound (see hak_slice_t). */
@@ -467,18 +472,32 @@ static inline bool hak_page_block_starts(const hak_page_t *page, const void *p) 
 static inline bool hak_block_starts(const hak_slice_t *slice, const void *p) {
   return hak_block_check_shared(slice, p) || hak_page_block_starts(slice->page, p);
 }
-static inline uintptr_t hak_page_owner(const hak_page_t *page) {
-  return atomic_load_explicit(&page->owner, memory_order_relaxed);
+/* The entry of a span's first slice (a span of an arena segment). */
+static inline hak_slice_t *hak_page_slice(const hak_page_t *page) {
+  hak_segment_t *seg = hak_segment_of(page);
+  return &seg->slices[page - seg->pages];
+}
+static inline uintptr_t hak_slice_owner(const hak_slice_t *slice) {
+  return atomic_load_explicit(&slice->owner, memory_order_relaxed);
+}
+/* The owner word of a page (hak_slice_t). */
+static inline uintptr_t hak_page_owner(const hak_page_t *page) { return hak_slice_owner(hak_page_slice(page)); }
+/* Written in each of the page's slices, as a pointer to any of them finds
+ * it there. */
+static inline void hak_page_set_owner(hak_page_t *page, uintptr_t owner) {
+  hak_slice_t *slice = hak_page_slice(page);
+  atomic_store_explicit(&slice->owner, owner, memory_order_relaxed);
+  for (size_t i = 1; i < page->slice_count; i++) atomic_store_explicit(&slice[i].owner, owner, memory_order_relaxed);
 }
 /* The free fast path's owner test, as a plain load that folds into the
  * compare. It can only be true for the owner, which wrote that value itself
  * (others write owner only while the page is abandoned, never naming this
  * heap), and an aligned word load does not tear. TSan sees the atomic. */
-static inline bool hak_page_owned_by(const hak_page_t *page, const struct hak_heap_s *heap) {
+static inline bool hak_slice_owned_by(const hak_slice_t *slice, const struct hak_heap_s *heap) {
 #if defined(__SANITIZE_THREAD__)
-  return hak_page_owner(page) == (uintptr_t)heap;
+  return hak_slice_owner(slice) == (uintptr_t)heap;
 #else
-  return *(const uintptr_t *)&page->owner == (uintptr_t)heap;
+  return *(const uintptr_t *)&slice->owner == (uintptr_t)heap;
 #endif
 }
 

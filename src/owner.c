@@ -116,8 +116,7 @@ void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
  * (a free into it later is, see hak_note_sweep_news). */
 void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   bool has_room = page->free != NULL || page->gathered != NULL || page->capacity < page->reserved;
-  atomic_store_explicit(&page->owner, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted,
-                        memory_order_relaxed);
+  hak_page_set_owner(page, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     bool publish = has_room || hak_xlist_first(old) != NULL;
@@ -142,7 +141,7 @@ void hak_page_abandon_at_exit(hak_page_t *page) {
 
 /* Caller won the page through xthread_free: name itself as owner. */
 static void page_take_ownership(hak_heap_t *heap, hak_page_t *page) {
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
+  hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 }
 
 /* Become the owner of a page popped from a reclaim queue. */

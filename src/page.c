@@ -71,17 +71,12 @@ size_t hak_page_slices_for(size_t bin) {
 
 /* ------------------------------------------------------------ free lists */
 
-static hak_slice_t *page_check(hak_page_t *page) {
-  hak_segment_t *seg = hak_segment_of(page);
-  return &seg->slices[page - seg->pages];
-}
-
 /* Keep the free fast path's block check (hak_slice_t) in step with
  * the carved blocks. Pages of several slices keep it 0: their frees take
  * the generic path, which checks with a division. */
 static void page_update_check(hak_page_t *page) {
   if (page->slice_count != 1) return;
-  hak_slice_t *check = page_check(page), want = hak_slice_check_for(page->block_size, page->capacity);
+  hak_slice_t *check = hak_page_slice(page), want = hak_slice_check_for(page->block_size, page->capacity);
   __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
@@ -91,7 +86,7 @@ static void page_update_check(hak_page_t *page) {
 }
 
 static void page_clear_check(hak_page_t *page) {
-  hak_slice_t *check = page_check(page);
+  hak_slice_t *check = hak_page_slice(page);
   __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
@@ -111,7 +106,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->block_size = (uint32_t)bs;
   page->alone = false;   /* until it is queued */
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
-  atomic_store_explicit(&page->owner, (uintptr_t)heap | hak_owner_counted, memory_order_relaxed);
+  hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 #if HAKMEM_SECURE
   hak_secure_page_init(page);   /* a fresh secret for its links */
 #endif
@@ -233,8 +228,9 @@ bool hak_page_is_valid(const hak_page_t *page) {
   if (!page_list_is_valid(page, page->free, &count) || !page_list_is_valid(page, page->gathered, &count))
     return false;
   if (count + hak_page_used(page) != page->capacity) return false;
-  const hak_segment_t *seg = hak_segment_of(page);
-  const hak_slice_t *check = &seg->slices[page - seg->pages];
+  const hak_slice_t *check = hak_page_slice(page);
+  for (size_t i = 1; i < page->slice_count; i++)   /* (the owner or adopter asks, the one that writes them) */
+    if (hak_slice_owner(&check[i]) != hak_slice_owner(check)) return false;
 #if HAKMEM_SECURE
   if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
 #endif
@@ -249,7 +245,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
 void hak_page_free_span(hak_page_t *page) {
   if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
-  atomic_store_explicit(&page->owner, 0, memory_order_relaxed);
+  hak_page_set_owner(page, 0);   /* (0 outside pages: hak_slice_t) */
   hak_page_stat_inc(&hak_page_stats[page->bin].pages_freed);
   hak_span_free(page);
 }

@@ -86,7 +86,6 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty
   span->dirty_slices = (uint16_t)dirty;
   span->purge_at = purge_at;
   span->block_size = 0;
-  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
   hak_segment_t *seg = hak_segment_of(span);
   seg->slices[slice_index(span)].page = seg->slices[slice_index(span) + n - 1].page = span;
   size_t b = span_bin(n);
@@ -453,7 +452,6 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   span->block_size = (uint32_t)(slices << HAK_SLICE_SHIFT);
 #endif
   hak_page_used_set(span, 1);
-  atomic_store_explicit(&span->owner, 0, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
@@ -485,7 +483,7 @@ void hak_large_free(hak_page_t *span) {
  * hak_segment_t and hak_page_t): every segment is in the segment map; its
  * spans tile it from the header on; a live span's slices all name it, a
  * free span's first and last do, and no two free spans touch (coalesced);
- * used_slices counts the live slices; each free span sits in the bin of its
+ * only a page's slices have an owner word; used_slices counts the live slices; each free span sits in the bin of its
  * size, with its dirty marks counted; the lists hold nothing else. */
 static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
   if (!hak_segment_is_mapped(seg) || seg->pages[0].span_kind != HAK_SPAN_META) return false;
@@ -495,6 +493,8 @@ static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
     const hak_page_t *span = &seg->pages[i];
     size_t n = span->slice_count;
     if (n == 0 || i + n > HAK_SLICES) return false;
+    for (size_t k = 0; k < n && span->span_kind != HAK_SPAN_PAGE; k++)   /* (a page's owner may be writing its) */
+      if (hak_slice_owner(&seg->slices[i + k]) != 0) return false;
     if (span->span_kind == HAK_SPAN_FREE) {
       if (after_free || seg->slices[i].page != span || seg->slices[i + n - 1].page != span) return false;
       if (span->dirty_slices != slices_count(span, n, HAK_SLICE_DIRTY)) return false;
