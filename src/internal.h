@@ -244,9 +244,10 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     before the release CAS that queues it; a popper reads `next` after
  *     its acquire exchange, under reclaim_lock;
  *   - the statistics census (stats.c, under the arena lock, while owners
- *     run) reads used, bin, owner, span_kind and slice_count: used and bin
- *     are _Atomic, written and read relaxed, so the census sees values
- *     that were there, if stale (the span fields: see the last point);
+ *     run) reads used, bin, the owner word, span_kind and slice_count:
+ *     used, bin and the owner word are _Atomic, written and read relaxed,
+ *     so the census sees values that were there, if stale (the span
+ *     fields: see the last point);
  *   - the purger (hak_page_purge_held, under the arena lock) reads
  *     span_kind, block_size and xthread_free of an owned page (in the
  *     secure variant its link checks also read secret, slice_count and
@@ -331,9 +332,9 @@ enum { HAK_SLICE_FRESH = 0, HAK_SLICE_DIRTY = 1, HAK_SLICE_PURGED = 2 };
 /* One entry per slice of a segment: the descriptor of the span holding it,
  * and the free fast path's exact test that a pointer is the start of a
  * block carved in a one-slice page (hak_block_check), and the page's owner
- * word, side by side so that free reads one cache line of the header. For a one-slice page, recip ==
- * floor(2^32 / block_size) + 1 and bound == capacity * e, where
- * e = recip * block_size - 2^32 (1 <= e <= block_size). For an offset
+ * word, side by side so that free reads one cache line of the header. For
+ * a one-slice page, recip == floor(2^32 / block_size) + 1 and bound ==
+ * capacity * e, where e = recip * block_size - 2^32 (1 <= e <= block_size). For an offset
  * o < 2^16 into the slice, x = (uint32_t)(o * recip) equals (o / block_size)
  * * e when block_size divides o, and is at least recip otherwise, so
  * x < bound holds exactly when o is the start of a carved block (index <
