@@ -266,13 +266,24 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     hak_page_gather_frees(page);
     if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
     if (page->free != NULL) {
+      page->full_seen = false;
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
     }
-    /* Full: give it up, so that whoever allocates next reuses what is freed into it. */
     hak_heap_queue_remove(heap, page);
-    hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
-    hak_page_abandon(page, heap, false);
+    if (!page->full_seen && !page->took_remote && next != NULL) {
+      /* Full for the first time, no block of it freed by another thread
+       * since it was last found full, and other pages to try: kept, at
+       * the back, as the blocks its owner frees meanwhile go straight
+       * back into it (docs/design.md §5.7). */
+      page->full_seen = true;
+      hak_heap_queue_push_back(heap, page);
+    } else {
+      /* Full again: give it up, so that whoever allocates next reuses what
+       * is freed into it. */
+      hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
+      hak_page_abandon(page, heap, false);
+    }
     page = next;
   }
 

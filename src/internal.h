@@ -308,6 +308,10 @@ typedef struct hak_page_s {
   /* blocks freed by other threads: count | first | state. Pushed (CAS) by
    * any thread freeing a block; taken by the owner, an adopter, the purger */
   _Atomic(uintptr_t) xthread_free;
+  bool full_seen;                        /* owner only: hak_heap_page_for_bin found it full and kept it,
+                                            at the back of its queue (heap.c); only the slow path reads it */
+  bool took_remote;                      /* owner only: its owner took remote frees since the page was
+                                            last found full (hak_page_take_remote; heap.c) */
 #if HAKMEM_SECURE
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
@@ -654,8 +658,9 @@ extern hak_page_stats_t hak_page_stats[HAK_BINS] HAK_INTERNAL;
 static inline void hak_page_stat_inc(_Atomic(uint64_t) *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
- * a forked child. Pages in its queues are owned by it (page->owner names it);
- * full pages are not in any queue: they were abandoned. */
+ * a forked child. Pages in its queues are owned by it (their owner word
+ * names it); a full page is in a queue only once (hak_heap_page_for_bin),
+ * else it was abandoned. */
 typedef struct hak_heap_s {
   uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
   bool shared;                           /* the shared heap (heap.c): its bins come from hak_shared_bin_of */

@@ -105,6 +105,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
   page->alone = false;   /* until it is queued */
+  page->full_seen = page->took_remote = false;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 #if HAKMEM_SECURE
@@ -162,6 +163,7 @@ void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   if (list == NULL) return;
   size_t count = hak_xlist_count(xfree), used = hak_page_used(page);
   if (count == 0 || count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
+  page->took_remote = true;
   if (page->free == NULL && hak_likely(!hak_tracking)) {
     page->free = list;
   } else if (page->gathered == NULL && hak_likely(!hak_tracking)) {

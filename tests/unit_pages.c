@@ -295,6 +295,73 @@ static void own_abandoned_page_is_taken_back(void) {
   }
 }
 
+/* A page found full while its class has other pages is kept once, owned,
+ * at the back of its queue (heap.c, docs/design.md §5.7): its owner's
+ * frees go straight into it. Found full again, it is abandoned; and so is
+ * one that took remote frees since it was last found full, as another
+ * thread's frees into it will publish it. A class nothing else here uses. */
+enum { KEPT_SIZE = 144 };
+static void *kept[3][1024];
+
+static void *free_remotely(void *p) {
+  hak_free(p);
+  return NULL;
+}
+
+static bool abandoned(hak_page_t *page) { return (hak_page_owner(page) & HAK_OWNER_ABANDONED) != 0; }
+
+/* Fill the page that p came from, p first, into out; returns how many. */
+static size_t fill_from(void *p, void **out) {
+  hak_page_t *page = page_of(p);
+  size_t n = 0;
+  out[n++] = p;
+  while (page->used < page->reserved) {
+    out[n++] = hak_malloc(KEPT_SIZE);
+    CHECKF(page_of(out[n - 1]) == page, "fills the current page first");
+  }
+  return n;
+}
+
+static void full_page_is_kept_once(void) {
+  hak_heap_t *heap = hak_heap_get();
+  hak_page_queue_t *q = &heap->queues[hak_bin_of(KEPT_SIZE)];
+  size_t n[3];
+  n[0] = fill_from(hak_malloc(KEPT_SIZE), kept[0]);
+  hak_page_t *a = page_of(kept[0][0]);
+  void *first_b = hak_malloc(KEPT_SIZE);
+  hak_page_t *b = page_of(first_b);
+  CHECKF(b != a && abandoned(a), "found full and alone, a page is abandoned");
+  hak_free(kept[0][0]);
+  CHECKF(owned_by(a, heap) && q->last == a, "its owner's free takes it back, to the back of the queue");
+
+  n[1] = fill_from(first_b, kept[1]);
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[0][0], "the next page's free block is handed out");
+  CHECKF(owned_by(b, heap) && xstate(b) == HAK_XSTATE_ACTIVE && b->full_seen && q->last == b,
+         "found full with another page in the queue: kept, owned, at the back");
+  hak_free(kept[1][5]);
+  CHECKF(b->free == kept[1][5], "the owner's free goes straight onto the kept page's list");
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[1][5] && owned_by(a, heap) && a->full_seen && !b->full_seen,
+         "the other page, full in turn, is kept; the one handed out from is not marked");
+  void *c_first = hak_malloc(KEPT_SIZE);
+  hak_page_t *c = page_of(c_first);
+  CHECKF(abandoned(a) && abandoned(b) && c != a && c != b, "both found full again: abandoned, and a new page");
+
+  hak_free(kept[0][1]);
+  CHECKF(owned_by(a, heap) && q->last == a, "a taken back again: the queue holds c, a");
+  pthread_t t;
+  pthread_create(&t, NULL, free_remotely, c_first);
+  pthread_join(t, NULL);
+  n[2] = fill_from(hak_malloc(KEPT_SIZE), kept[2]);
+  bool again = false;
+  for (size_t i = 0; i < n[2]; i++) again |= kept[2][i] == c_first;
+  CHECKF(again && c->took_remote, "the remote free was gathered and handed out again");
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[0][1] && abandoned(c),
+         "a page that took remote frees is abandoned when found full, other pages or not");
+
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < n[k]; i++) hak_free(kept[k][i]);
+}
+
 /* A medium block the owner frees is the next one its class hands out
  * (heap->recent, free.c), still counted used by its page and tagged free:
  * freeing it twice is reported like any double free; a free that leaves
@@ -488,6 +555,7 @@ int main(void) {
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
   RUN_CASE(own_abandoned_page_is_taken_back);
+  RUN_CASE(full_page_is_kept_once);
   RUN_CASE(medium_frees_are_reused_first);
   RUN_CASE(validators_see_the_invariants);
   RUN_CASE(young_threads_share_a_heap);
