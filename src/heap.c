@@ -56,7 +56,7 @@ static _Atomic(bool) heap_key_ready;
 static __thread unsigned thread_shared_allocs;   /* allocations made on the shared heap, up to HAK_YOUNG_ALLOCS */
 static __thread bool thread_heap_given_up;
 static pthread_mutex_t shared_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
-/* Page-aligned like every heap: page->owner keeps flags in the low bits. */
+/* Page-aligned like every heap: a page's owner word keeps flags in the low bits. */
 static hak_heap_t shared_heap __attribute__((aligned(HAK_OS_PAGE)));
 static bool shared_heap_ready;            /* (shared_heap_lock) */
 
@@ -266,21 +266,22 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     hak_page_gather_frees(page);
     if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
     if (page->free != NULL) {
-      page->full_seen = false;
+      if (page->kept) page->kept = 0;   /* (its line is the one remote frees write) */
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
     }
     hak_heap_queue_remove(heap, page);
-    if (!page->full_seen && !page->took_remote && next != NULL) {
+    if (!page->kept && !page->took_remote && next != NULL) {
       /* Full for the first time, no block of it freed by another thread
-       * since it was last found full, and other pages to try: kept, at
-       * the back, as the blocks its owner frees meanwhile go straight
-       * back into it (docs/design.md §5.7). */
-      page->full_seen = true;
+       * yet, and other pages to try: kept, at the back, as the blocks its
+       * owner frees meanwhile go straight back into it (docs/design.md
+       * §5.7). */
+      page->kept = 1;
+      heap->kept_bins[bin / 64] |= (uint64_t)1 << (bin % 64);
       hak_heap_queue_push_back(heap, page);
     } else {
-      /* Full again: give it up, so that whoever allocates next reuses what
-       * is freed into it. */
+      /* Full again, alone, or freed into by other threads: give it up, so
+       * that whoever allocates next reuses what is freed into it. */
       hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
       hak_page_abandon(page, heap, false);
     }
@@ -310,6 +311,29 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   hak_heap_queue_push_front(heap, page);
   hak_page_stat_inc(&hak_page_stats[bin].pages_new);
   return page;
+}
+
+/* At the heartbeat, of the kept pages at the back of each queue (the
+ * others wait until they are there): one that other threads had freed into
+ * at the heartbeat before already, and still, is given up, published at
+ * once, as its owner reaches it late or never (docs/design.md §5.7). */
+void hak_heap_release_kept(hak_heap_t *heap) {
+  for (size_t w = 0; w < sizeof heap->kept_bins / sizeof heap->kept_bins[0]; w++) {
+    for (uint64_t bits = heap->kept_bins[w]; bits != 0; bits &= bits - 1) {
+      size_t bin = w * 64 + (size_t)__builtin_ctzll(bits);
+      hak_page_queue_t *q = &heap->queues[bin];
+      for (hak_page_t *page = q->last, *prev; page != NULL && page->kept && page != q->first; page = prev) {
+        prev = page->prev;
+        if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL ||
+            page->kept++ == 1)
+          continue;
+        hak_heap_queue_remove(heap, page);
+        hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
+        hak_page_abandon(page, heap, false);
+      }
+      if (q->last == NULL || !q->last->kept) heap->kept_bins[w] &= ~((uint64_t)1 << (bin % 64));
+    }
+  }
 }
 
 /* Free every page of the heap that holds no live block (hak_collect). */

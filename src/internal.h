@@ -220,6 +220,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  * Invariants:
  * - The owner word == (uintptr_t)heap exactly when `heap` owns the page
  *   (and calls are not counted): the one compare of the free fast path.
+ *   While a page of several slices changes hands, its later slices lag
+ *   behind its first, but never name a heap that does not own it.
  * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
  *   block_size, alone) are written only by the owning heap's thread, or by
  *   the thread that took ownership through xthread_free (adoption), never
@@ -308,10 +310,12 @@ typedef struct hak_page_s {
   /* blocks freed by other threads: count | first | state. Pushed (CAS) by
    * any thread freeing a block; taken by the owner, an adopter, the purger */
   _Atomic(uintptr_t) xthread_free;
-  bool full_seen;                        /* owner only: hak_heap_page_for_bin found it full and kept it,
-                                            at the back of its queue (heap.c); only the slow path reads it */
-  bool took_remote;                      /* owner only: its owner took remote frees since the page was
-                                            last found full (hak_page_take_remote; heap.c) */
+  uint8_t kept;                          /* owner only: 0, or hak_heap_page_for_bin found it full and
+                                            kept it at the back of its queue, and has not handed out from
+                                            it since: 1, and 2 once a heartbeat saw remote frees pending
+                                            in it (heap.c); only the slow paths read it */
+  bool took_remote;                      /* owner only: its owner took remote frees since it was last
+                                            abandoned or initialised (hak_page_take_remote; heap.c) */
 #if HAKMEM_SECURE
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
@@ -659,8 +663,9 @@ static inline void hak_page_stat_inc(_Atomic(uint64_t) *c) { atomic_fetch_add_ex
 
 /* A thread's heap. Only its thread touches it, except at thread exit or in
  * a forked child. Pages in its queues are owned by it (their owner word
- * names it); a full page is in a queue only once (hak_heap_page_for_bin),
- * else it was abandoned. */
+ * names it). A page found full is abandoned (out of every queue), but for
+ * the first page, which the fast path empties, and the pages kept at the
+ * back (hak_heap_page_for_bin). */
 typedef struct hak_heap_s {
   uint32_t heartbeat;                    /* fast mallocs left before one takes the slow path (below) */
   bool shared;                           /* the shared heap (heap.c): its bins come from hak_shared_bin_of */
@@ -680,6 +685,7 @@ typedef struct hak_heap_s {
 #endif
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
+  uint64_t kept_bins[(HAK_BINS + 63) / 64];   /* classes whose queue may end in kept pages (heap.c) */
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
@@ -883,6 +889,7 @@ HAK_INTERNAL void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin);
+HAK_INTERNAL void hak_heap_release_kept(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);

@@ -483,8 +483,9 @@ void hak_large_free(hak_page_t *span) {
  * hak_segment_t and hak_page_t): every segment is in the segment map; its
  * spans tile it from the header on; a live span's slices all name it, a
  * free span's first and last do, and no two free spans touch (coalesced);
- * only a page's slices have an owner word; used_slices counts the live slices; each free span sits in the bin of its
- * size, with its dirty marks counted; the lists hold nothing else. */
+ * the slices of spans other than pages hold no owner word; used_slices
+ * counts the live slices; each free span sits in the bin of its size, with
+ * its dirty marks counted; the lists hold nothing else. */
 static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
   if (!hak_segment_is_mapped(seg) || seg->pages[0].span_kind != HAK_SPAN_META) return false;
   size_t used = 0;
@@ -493,7 +494,8 @@ static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
     const hak_page_t *span = &seg->pages[i];
     size_t n = span->slice_count;
     if (n == 0 || i + n > HAK_SLICES) return false;
-    for (size_t k = 0; k < n && span->span_kind != HAK_SPAN_PAGE; k++)   /* (a page's owner may be writing its) */
+    for (size_t k = 0; k < n && span->span_kind != HAK_SPAN_PAGE; k++)   /* (not a page's: its owner may be
+                                                                          writing them now) */
       if (hak_slice_owner(&seg->slices[i + k]) != 0) return false;
     if (span->span_kind == HAK_SPAN_FREE) {
       if (after_free || seg->slices[i].page != span || seg->slices[i + n - 1].page != span) return false;

@@ -298,8 +298,9 @@ static void own_abandoned_page_is_taken_back(void) {
 /* A page found full while its class has other pages is kept once, owned,
  * at the back of its queue (heap.c, docs/design.md §5.7): its owner's
  * frees go straight into it. Found full again, it is abandoned; and so is
- * one that took remote frees since it was last found full, as another
- * thread's frees into it will publish it. A class nothing else here uses. */
+ * one that took remote frees, as another thread's frees into it will
+ * publish it. A kept page other threads free into is given up at the
+ * owner's heartbeat. A class nothing else here uses. */
 enum { KEPT_SIZE = 144 };
 static void *kept[3][1024];
 
@@ -336,11 +337,11 @@ static void full_page_is_kept_once(void) {
 
   n[1] = fill_from(first_b, kept[1]);
   CHECKF(hak_malloc(KEPT_SIZE) == kept[0][0], "the next page's free block is handed out");
-  CHECKF(owned_by(b, heap) && xstate(b) == HAK_XSTATE_ACTIVE && b->full_seen && q->last == b,
+  CHECKF(owned_by(b, heap) && xstate(b) == HAK_XSTATE_ACTIVE && b->kept && q->last == b,
          "found full with another page in the queue: kept, owned, at the back");
   hak_free(kept[1][5]);
   CHECKF(b->free == kept[1][5], "the owner's free goes straight onto the kept page's list");
-  CHECKF(hak_malloc(KEPT_SIZE) == kept[1][5] && owned_by(a, heap) && a->full_seen && !b->full_seen,
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[1][5] && owned_by(a, heap) && a->kept && !b->kept,
          "the other page, full in turn, is kept; the one handed out from is not marked");
   void *c_first = hak_malloc(KEPT_SIZE);
   hak_page_t *c = page_of(c_first);
@@ -355,8 +356,23 @@ static void full_page_is_kept_once(void) {
   bool again = false;
   for (size_t i = 0; i < n[2]; i++) again |= kept[2][i] == c_first;
   CHECKF(again && c->took_remote, "the remote free was gathered and handed out again");
-  CHECKF(hak_malloc(KEPT_SIZE) == kept[0][1] && abandoned(c),
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[0][1] && abandoned(c) && !c->took_remote,
          "a page that took remote frees is abandoned when found full, other pages or not");
+
+  hak_free(kept[2][3]);
+  CHECKF(owned_by(c, heap) && !c->kept && q->last == c, "c taken back: the queue holds a, c");
+  CHECKF(hak_malloc(KEPT_SIZE) == kept[2][3] && a->kept && q->last == a, "a found full: kept");
+  pthread_create(&t, NULL, free_remotely, kept[0][4]);
+  pthread_join(t, NULL);
+  kept[0][4] = NULL;
+  CHECKF(owned_by(a, heap) && xstate(a) == HAK_XSTATE_ACTIVE, "another thread's free into a kept page only pushes");
+  /* (Until the next heartbeat: HAK_HEARTBEAT fast mallocs at most, fewer
+   * when every call takes the slow path.) */
+  for (int i = 0; i < HAK_HEARTBEAT + HAK_HEARTBEAT_SLOW && a->kept == 1; i++) hak_free(hak_malloc(SIZE));
+  CHECKF(owned_by(a, heap) && a->kept == 2, "a heartbeat sees remote frees pending in the kept page");
+  for (int i = 0; i < HAK_HEARTBEAT + HAK_HEARTBEAT_SLOW && a->kept == 2; i++) hak_free(hak_malloc(SIZE));
+  CHECKF(abandoned(a) && xstate(a) == HAK_XSTATE_PUBLISHED && !a->kept,
+         "at the next, still there, the kept page is given up, published");
 
   for (int k = 0; k < 3; k++)
     for (size_t i = 0; i < n[k]; i++) hak_free(kept[k][i]);
