@@ -266,7 +266,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     hak_page_gather_frees(page);
     if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
     if (page->free != NULL) {
-      if (page->kept) page->kept = 0;   /* (its line is the one remote frees write) */
+      if (page->kept) page->kept = false;   /* (its line is the one remote frees write) */
       if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
     }
@@ -276,7 +276,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
        * yet, and other pages to try: kept, at the back, as the blocks its
        * owner frees meanwhile go straight back into it (docs/design.md
        * §5.7). */
-      page->kept = 1;
+      page->kept = true;
       heap->kept_bins[bin / 64] |= (uint64_t)1 << (bin % 64);
       hak_heap_queue_push_back(heap, page);
     } else {
@@ -314,9 +314,9 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
 }
 
 /* At the heartbeat, of the kept pages at the back of each queue (the
- * others wait until they are there): one that other threads had freed into
- * at the heartbeat before already, and still, is given up, published at
- * once, as its owner reaches it late or never (docs/design.md §5.7). */
+ * others wait until they are there), those other threads have freed into
+ * are given up, published at once, as their owner would reach them late or
+ * never (docs/design.md §5.7). */
 void hak_heap_release_kept(hak_heap_t *heap) {
   for (size_t w = 0; w < sizeof heap->kept_bins / sizeof heap->kept_bins[0]; w++) {
     for (uint64_t bits = heap->kept_bins[w]; bits != 0; bits &= bits - 1) {
@@ -324,9 +324,7 @@ void hak_heap_release_kept(hak_heap_t *heap) {
       hak_page_queue_t *q = &heap->queues[bin];
       for (hak_page_t *page = q->last, *prev; page != NULL && page->kept && page != q->first; page = prev) {
         prev = page->prev;
-        if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL ||
-            page->kept++ == 1)
-          continue;
+        if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL) continue;
         hak_heap_queue_remove(heap, page);
         hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
         hak_page_abandon(page, heap, false);

@@ -310,10 +310,9 @@ typedef struct hak_page_s {
   /* blocks freed by other threads: count | first | state. Pushed (CAS) by
    * any thread freeing a block; taken by the owner, an adopter, the purger */
   _Atomic(uintptr_t) xthread_free;
-  uint8_t kept;                          /* owner only: 0, or hak_heap_page_for_bin found it full and
-                                            kept it at the back of its queue, and has not handed out from
-                                            it since: 1, and 2 once a heartbeat saw remote frees pending
-                                            in it (heap.c); only the slow paths read it */
+  bool kept;                             /* owner only: hak_heap_page_for_bin found it full and kept it at
+                                            the back of its queue, and has not handed out from it since
+                                            (heap.c); only the slow paths read it */
   bool took_remote;                      /* owner only: its owner took remote frees since it was last
                                             abandoned or initialised (hak_page_take_remote; heap.c) */
 #if HAKMEM_SECURE

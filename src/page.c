@@ -105,8 +105,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
   page->alone = false;   /* until it is queued */
-  page->kept = 0;
-  page->took_remote = false;
+  page->kept = page->took_remote = false;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 #if HAKMEM_SECURE
