@@ -282,7 +282,6 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     } else {
       /* Full again, alone, or freed into by other threads: give it up, so
        * that whoever allocates next reuses what is freed into it. */
-      hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
       hak_page_abandon(page, heap, false);
     }
     page = next;
@@ -326,7 +325,6 @@ void hak_heap_release_kept(hak_heap_t *heap) {
         prev = page->prev;
         if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL) continue;
         hak_heap_queue_remove(heap, page);
-        hak_page_stat_inc(&hak_page_stats[bin].pages_abandoned);
         hak_page_abandon(page, heap, false);
       }
       if (q->last == NULL || !q->last->kept) heap->kept_bins[w] &= ~((uint64_t)1 << (bin % 64));

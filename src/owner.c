@@ -113,8 +113,10 @@ void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
  * it is published for adoption now; full, it waits for its first remote free
  * to be published. `last_owner` may take it back on free (NULL at exit).
  * `swept`: the reclaim sweep puts back a page it took, which is not news
- * (a free into it later is, see hak_note_sweep_news). */
+ * (a free into it later is, see hak_note_sweep_news), nor an abandon to
+ * count. */
 void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
+  if (!swept) hak_page_stat_inc(&hak_page_stats[page->bin].pages_abandoned);
   page->kept = page->took_remote = false;   /* (for its next owner) */
   bool has_room = page->free != NULL || page->gathered != NULL || page->capacity < page->reserved;
   hak_page_set_owner(page, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted);
@@ -136,7 +138,6 @@ void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
 void hak_page_abandon_at_exit(hak_page_t *page) {
   hak_page_gather_frees(page);
   if (hak_page_used(page) == 0) { hak_page_free_span(page); return; }
-  hak_page_stat_inc(&hak_page_stats[page->bin].pages_abandoned);
   hak_page_abandon(page, NULL, false);
 }
 
