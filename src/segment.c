@@ -494,9 +494,9 @@ static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
     const hak_page_t *span = &seg->pages[i];
     size_t n = span->slice_count;
     if (n == 0 || i + n > HAK_SLICES) return false;
-    for (size_t k = 0; k < n && span->span_kind != HAK_SPAN_PAGE; k++)   /* (not a page's: its owner may be
-                                                                          writing them now) */
-      if (hak_slice_owner(&seg->slices[i + k]) != 0) return false;
+    if (span->span_kind != HAK_SPAN_PAGE)   /* (a page's owner may be writing its slices' now) */
+      for (size_t k = 0; k < n; k++)
+        if (hak_slice_owner(&seg->slices[i + k]) != 0) return false;
     if (span->span_kind == HAK_SPAN_FREE) {
       if (after_free || seg->slices[i].page != span || seg->slices[i + n - 1].page != span) return false;
       if (span->dirty_slices != slices_count(span, n, HAK_SLICE_DIRTY)) return false;
