@@ -29,6 +29,7 @@ static void *recent_newest(hak_heap_t *heap, size_t bin) {
 static bool owned_by(hak_page_t *page, hak_heap_t *heap) {
   return hak_page_owner(page) == ((uintptr_t)heap | hak_owner_counted);
 }
+static bool abandoned(hak_page_t *page) { return (hak_page_owner(page) & HAK_OWNER_ABANDONED) != 0; }
 
 static void blocks_come_from_the_direct_page(void) {
   void *p = hak_malloc(SIZE);
@@ -125,7 +126,7 @@ static void abandoned_pages_are_pulled_by_allocating_threads(void) {
   pthread_barrier_wait(&filled);
   hak_page_t *full = page_of(blocks[0]);
   CHECKF(page_of(blocks[n - 1]) != full, "the last block came from a new page");
-  CHECKF(xstate(full) == HAK_XSTATE_ABANDONED && (hak_page_owner(full) & HAK_OWNER_ABANDONED), "full page abandoned");
+  CHECKF(xstate(full) == HAK_XSTATE_ABANDONED && abandoned(full), "full page abandoned");
 
   hak_free(blocks[0]);   /* first free into it: publishes it */
   CHECKF(xstate(full) == HAK_XSTATE_PUBLISHED, "published on the first remote free");
@@ -284,7 +285,7 @@ static void own_abandoned_page_is_taken_back(void) {
       CHECKF(n < sizeof blocks / sizeof blocks[0], "a page of %zu-byte blocks fits the array", sizes[k]);
       more[n++] = next;
     }
-    CHECKF(!owned_by(page, heap) && (hak_page_owner(page) & HAK_OWNER_ABANDONED), "the full page was abandoned");
+    CHECKF(!owned_by(page, heap) && abandoned(page), "the full page was abandoned");
     hak_free(more[0]);
     /* (A medium block waits in heap->recent first: see the next case.) */
     CHECKF(owned_by(page, heap) && (page->free == more[0] || recent_newest(heap, page->bin) == more[0]),
@@ -309,33 +310,15 @@ static void *free_remotely(void *p) {
   return NULL;
 }
 
-static bool abandoned(hak_page_t *page) { return (hak_page_owner(page) & HAK_OWNER_ABANDONED) != 0; }
-
-/* Fill the page that p came from, p first, into out; returns how many. */
-static size_t fill_from(void *p, void **out) {
-  hak_page_t *page = page_of(p);
-  size_t n = 0;
-  out[n++] = p;
-  while (page->used < page->reserved) {
-    out[n++] = hak_malloc(KEPT_SIZE);
-    CHECKF(page_of(out[n - 1]) == page, "fills the current page first");
-  }
-  return n;
-}
-
 static void full_page_is_kept_once(void) {
   hak_heap_t *heap = hak_heap_get();
   hak_page_queue_t *q = &heap->queues[hak_bin_of(KEPT_SIZE)];
   size_t n[3];
-  n[0] = fill_from(hak_malloc(KEPT_SIZE), kept[0]);
-  hak_page_t *a = page_of(kept[0][0]);
-  void *first_b = hak_malloc(KEPT_SIZE);
-  hak_page_t *b = page_of(first_b);
+  hak_page_t *a = fill_page_of(KEPT_SIZE, kept[0], &n[0]);
+  hak_page_t *b = fill_page_of(KEPT_SIZE, kept[1], &n[1]);
   CHECKF(b != a && abandoned(a), "found full and alone, a page is abandoned");
   hak_free(kept[0][0]);
   CHECKF(owned_by(a, heap) && q->last == a, "its owner's free takes it back, to the back of the queue");
-
-  n[1] = fill_from(first_b, kept[1]);
   CHECKF(hak_malloc(KEPT_SIZE) == kept[0][0], "the next page's free block is handed out");
   CHECKF(owned_by(b, heap) && xstate(b) == HAK_XSTATE_ACTIVE && b->kept && q->last == b,
          "found full with another page in the queue: kept, owned, at the back");
@@ -352,7 +335,7 @@ static void full_page_is_kept_once(void) {
   pthread_t t;
   pthread_create(&t, NULL, free_remotely, c_first);
   pthread_join(t, NULL);
-  n[2] = fill_from(hak_malloc(KEPT_SIZE), kept[2]);
+  fill_page_of(KEPT_SIZE, kept[2], &n[2]);
   bool again = false;
   for (size_t i = 0; i < n[2]; i++) again |= kept[2][i] == c_first;
   CHECKF(again && c->took_remote, "the remote free was gathered and handed out again");
