@@ -90,7 +90,7 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
   do {
     state = old & HAK_XSTATE_MASK;
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
-    hak_block_set_next(page, last, hak_xlist_first(old));
+    hak_block_set_next_remote(page, last, hak_xlist_first(old));
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
                                                   (old & ~(HAK_XCOUNT_ONE - 1)) + count * HAK_XCOUNT_ONE +
                                                       (uintptr_t)first + state,

@@ -80,6 +80,7 @@ static void page_update_check(hak_page_t *page) {
   __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
+  __atomic_store_n(&check->block_size, want.block_size, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_bound, want.bound, __ATOMIC_RELAXED);
 #endif
@@ -90,6 +91,7 @@ static void page_clear_check(hak_page_t *page) {
   __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
+  __atomic_store_n(&check->block_size, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
 #endif
@@ -235,6 +237,8 @@ bool hak_page_is_valid(const hak_page_t *page) {
     if (hak_slice_owner(&check[i]) != hak_slice_owner(check)) return false;
 #if HAKMEM_SECURE
   if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
+  if (page->remote_secret != page->secret) return false;
+  if (check->block_size != (check->recip != 0 ? page->block_size : 0)) return false;
 #endif
   if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
   hak_slice_t want = hak_slice_check_for(page->block_size, page->capacity);

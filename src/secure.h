@@ -72,6 +72,12 @@ static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, ha
   b->next = (hak_block_t *)hak_link_encode(page, b, next);
 }
 
+/* The same, by a thread pushing onto the page's xthread_free: with the
+ * copy of the secret on that word's line. */
+static inline void hak_block_set_next_remote(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
+  b->next = (hak_block_t *)((uintptr_t)next ^ page->remote_secret ^ (uintptr_t)&b->next);
+}
+
 /* The request as the pages see it: room for the canary trailer (a size
  * that would wrap stays too large, so it still fails with ENOMEM). */
 #define HAK_CANARY_SIZE 8
@@ -140,6 +146,9 @@ static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_bloc
 static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
   (void)page;
   b->next = next;
+}
+static inline void hak_block_set_next_remote(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
+  hak_block_set_next(page, b, next);
 }
 
 #define HAK_REQUEST(size)        (size)
