@@ -316,8 +316,11 @@ typedef struct hak_page_s {
   bool took_remote;                      /* owner only: its owner took remote frees since it was last
                                             abandoned or initialised (hak_page_take_remote; heap.c) */
 #if HAKMEM_SECURE
-  uintptr_t remote_secret;               /* page: a copy of `secret`, for the threads that push onto
-                                            xthread_free: they then read no word of the owner's line */
+  /* page: copies of `secret` and `block_size` for the secure free of a
+   * block by another thread (its canary check, its push onto xthread_free),
+   * which then reads no word of the owner's line (docs/design.md §5.6) */
+  uintptr_t remote_secret;
+  uint32_t remote_block_size;
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
                                             slice of a large block. Written and read by the thread that took the
@@ -369,13 +372,6 @@ typedef struct hak_slice_s {
    * any thread freeing a block (from the entry it reads anyway:
    * docs/design.md §5.6), and by the census. */
   _Atomic(uintptr_t) owner;
-#if HAKMEM_SECURE
-  /* The block size of the one-slice page at this slice, 0 where recip is
-   * 0: written and read as recip. The secure free's canary check takes it
-   * from here, not from the descriptor's first line, which its owner keeps
-   * writing (docs/design.md §5.6). */
-  uint32_t block_size;
-#endif
 } __attribute__((aligned(32))) hak_slice_t;   /* (a power of two: hak_slice_at's shift) */
 
 /* A segment: HAK_SEGMENT_SIZE aligned, so any pointer inside it finds the
@@ -447,11 +443,7 @@ static inline hak_page_t *hak_page_of(hak_segment_t *seg, const void *p) { retur
 static inline hak_slice_t hak_slice_check_for(size_t block_size, size_t capacity) {
   uint64_t recip = ((uint64_t)1 << 32) / block_size + 1;
   uint64_t e = recip * block_size - ((uint64_t)1 << 32);
-  return (hak_slice_t){ .recip = (uint32_t)recip, .bound = (uint32_t)(capacity * e),
-#if HAKMEM_SECURE
-                        .block_size = (uint32_t)block_size,
-#endif
-  };
+  return (hak_slice_t){ .recip = (uint32_t)recip, .bound = (uint32_t)(capacity * e) };
 }
 
 /* The check itself, given a slice's recip and bound (see hak_slice_t). */

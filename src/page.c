@@ -80,7 +80,6 @@ static void page_update_check(hak_page_t *page) {
   __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
-  __atomic_store_n(&check->block_size, want.block_size, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_recip, want.recip, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_bound, want.bound, __ATOMIC_RELAXED);
 #endif
@@ -91,7 +90,6 @@ static void page_clear_check(hak_page_t *page) {
   __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
-  __atomic_store_n(&check->block_size, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
 #endif
@@ -238,7 +236,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
 #if HAKMEM_SECURE
   if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
   if (page->remote_secret != page->secret) return false;
-  if (check->block_size != (check->recip != 0 ? page->block_size : 0)) return false;
+  if (page->remote_block_size != page->block_size) return false;
 #endif
   if (page->slice_count != 1) return check->recip == 0 && check->bound == 0;
   hak_slice_t want = hak_slice_check_for(page->block_size, page->capacity);

@@ -117,6 +117,7 @@ static uint64_t random_next(void) {
 
 void hak_secure_page_init(hak_page_t *page) {
   page->secret = page->remote_secret = random_next();
+  page->remote_block_size = page->block_size;
   __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);   /* until page_update_check, one slice */
   __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
 }
@@ -708,7 +709,7 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen();
     if (hak_likely(hak_block_check_shared(slice, p) && not_freed(ks, p, page)))
-      free_live(ks, heap, op, p, __atomic_load_n(&slice->block_size, __ATOMIC_RELAXED));
+      free_live(ks, heap, op, p, page->remote_block_size);
     else secure_free_in_segment(p, op);
     return;
   }
