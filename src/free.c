@@ -8,7 +8,7 @@
  *   free_own            the owner's free into a page of several slices
  *                       (medium blocks; up to 32 KiB kept in heap->recent)
  *                       or into a full page it abandoned, after
- *                       hak_page_block_of's exact check
+ *                       hak_page_is_block_start's exact check
  *   free_in_slice       every other free into a mapped segment (the fast
  *                       path hands it its slice; hak_free_generic, the
  *                       other layers' entry, finds it): a block of a page
@@ -472,10 +472,10 @@ static HAK_NOINLINE void free_taken_back(void *p, hak_heap_t *heap, hak_page_t *
 }
 
 /* A free into a page this heap owns, or owned last and abandoned full: a
- * live page of blocks, so hak_page_block_of alone checks p exactly.
+ * live page of blocks, so hak_page_is_block_start alone checks p exactly.
  * (Every call in tail position: it saves no registers.) */
 static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, uintptr_t owner) {
-  if (hak_unlikely((void *)hak_page_block_of(page, p) != p)) free_searched(p, heap);
+  if (hak_unlikely(!hak_page_is_block_start(page, p))) free_searched(p, heap);
   else if (hak_likely(owner == (uintptr_t)heap)) owned_block(heap, page, (hak_block_t *)p);
   else free_taken_back(p, heap, page);
 }
@@ -484,7 +484,7 @@ static HAK_NOINLINE void free_own(void *p, hak_heap_t *heap, hak_page_t *page, u
  * take (but the owner's frees into its pages of several slices: free_block
  * sends those to free_own): `slice` is p's. Most are of another thread's
  * page (or of nobody's): free_foreign after the exact check (the fast
- * path's for a one-slice page, hak_page_block_of for one of several
+ * path's for a one-slice page, hak_page_is_block_start for one of several
  * slices; the owner word's bit sends on pages whose calls are counted or
  * tracked); of this thread's full pages it abandoned: free_own; the rest,
  * free_searched. */

@@ -233,11 +233,11 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - any other free, realloc or malloc_usable_size of one of its blocks
  *     from another thread (free_in_slice's check of a page of several
  *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
- *     and live_block) reads span_kind, block_size
+ *     and live_block) reads span_kind, block_size, block_magic, area
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written
- *     with relaxed __atomic operations (hak_page_block_of), and a block
+ *     with relaxed __atomic operations (hak_page_is_block_start), and a block
  *     the caller was handed lies below any value it can read (capacity
  *     only grows in a page's life);
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
@@ -297,7 +297,10 @@ typedef struct hak_page_s {
                                             is mapped); read by any thread freeing a block, the census, the purger */
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
-#if HAKMEM_SECURE
+#if !HAKMEM_SECURE   /* (the secure variant's are on the second line: its first is full) */
+  uint8_t *area;                         /* page: its first block (hak_page_is_block_start). Written at */
+  uint64_t block_magic;                  /* page_init; read by any thread freeing a block, as block_size */
+#else
   uint32_t check_recip, check_bound;     /* page: a copy of its slice's recip and bound (hak_slice_t) for
                                             the link checks, 0 unless one slice (secure.h). Written with
                                             them (page.c), and 0 at page_init; read by the owner and the
@@ -321,6 +324,8 @@ typedef struct hak_page_s {
    * which then reads no word of the owner's line (docs/design.md §5.6) */
   uintptr_t remote_secret;
   uint32_t remote_block_size;
+  uint8_t *area;                         /* as in the default build (above) */
+  uint64_t block_magic;
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
                                             slice of a large block. Written and read by the thread that took the
@@ -475,11 +480,24 @@ static inline hak_block_t *hak_page_block_of(const hak_page_t *page, const void 
   if (index >= __atomic_load_n(&page->capacity, __ATOMIC_RELAXED)) return NULL;   /* the owner may be carving */
   return (hak_block_t *)(start + index * page->block_size);
 }
+/* ceil(2^64 / block_size), for hak_page_is_block_start (block_size >= 2). */
+static inline uint64_t hak_block_magic(size_t block_size) { return UINT64_MAX / block_size + 1; }
+/* Whether p starts a carved block of `page`, a page of blocks of any
+ * number of slices, without a division: p lies in the carved blocks, and
+ * its offset is a multiple of block_size, which for offsets and block sizes
+ * below 2^32 holds exactly when offset * block_magic mod 2^64 < block_magic
+ * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019).
+ * Any thread, as hak_block_check_shared: a block it was handed was carved
+ * before the hand-over (capacity only grows while the page lives). */
+static inline bool hak_page_is_block_start(const hak_page_t *page, const void *p) {
+  size_t offset = (size_t)((uintptr_t)p - (uintptr_t)page->area);   /* (below the area: wraps, too large) */
+  return offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
+         offset * page->block_magic < page->block_magic;
+}
 /* Whether p starts a carved block of the span `page` describes, a page of
- * any number of slices (through hak_page_block_of's division; any thread,
- * as hak_block_check_shared). */
+ * any number of slices (any thread, as hak_block_check_shared). */
 static inline bool hak_page_block_starts(const hak_page_t *page, const void *p) {
-  return page->span_kind == HAK_SPAN_PAGE && (const void *)hak_page_block_of(page, p) == p;
+  return page->span_kind == HAK_SPAN_PAGE && hak_page_is_block_start(page, p);
 }
 /* The same, the slice's multiply and compare first (a one-slice page). */
 static inline bool hak_block_starts(const hak_slice_t *slice, const void *p) {

@@ -104,6 +104,8 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->reserved = (uint16_t)(page_room(page->slice_count) / bs);
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
+  page->block_magic = hak_block_magic(bs);
+  page->area = hak_page_area(page);
   page->alone = false;   /* until it is queued */
   page->kept = page->took_remote = false;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
@@ -147,7 +149,7 @@ void hak_page_extend(hak_page_t *page, bool sparing) {
   page->free = (hak_block_t *)first;
 #endif
   if (hak_unlikely(hak_tracking)) hak_track_carve(first, n * bs, true);
-  /* Relaxed atomic: a freeing thread may read it (hak_page_block_of). */
+  /* Relaxed atomic: a freeing thread may read it (hak_page_is_block_start). */
   __atomic_store_n(&page->capacity, (uint16_t)(page->capacity + n), __ATOMIC_RELAXED);
   page_update_check(page);
 }
@@ -233,6 +235,7 @@ bool hak_page_is_valid(const hak_page_t *page) {
   const hak_slice_t *check = hak_page_slice(page);
   for (size_t i = 1; i < page->slice_count; i++)   /* (the owner or adopter asks, the one that writes them) */
     if (hak_slice_owner(&check[i]) != hak_slice_owner(check)) return false;
+  if (page->area != hak_page_area(page) || page->block_magic != hak_block_magic(page->block_size)) return false;
 #if HAKMEM_SECURE
   if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
   if (page->remote_secret != page->secret) return false;

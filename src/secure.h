@@ -58,13 +58,9 @@ static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_bloc
                                       __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED), next)))
     return next;
   if (next == NULL) return NULL;   /* (the end of the list: tested here, as it is never in b's slice) */
-  bool ok = false;
-  if (page->slice_count != 1) {
-    size_t offset = (size_t)((uint8_t *)next - hak_page_area(page));
-    ok = offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
-         offset % page->block_size == 0;   /* (the purger walks held lists while the owner carves) */
-  }
-  if (hak_unlikely(!ok)) hak_secure_bad_link(page, b);
+  /* (The purger walks held lists while the owner carves: see
+   * hak_page_is_block_start.) */
+  if (hak_unlikely(page->slice_count == 1 || !hak_page_is_block_start(page, next))) hak_secure_bad_link(page, b);
   return next;
 }
 
