@@ -267,6 +267,35 @@ static void block_check_is_exact(void) {
   }
 }
 
+/* The check of a block of any page (hak_page_is_block_start: one
+ * multiply, no division) accepts exactly the starts of carved blocks, for
+ * every class, at and around every block start up to past the carved end,
+ * below the page's area, and at a spread of offsets in between. */
+static void page_block_start_is_exact(void) {
+  uint8_t *area = (uint8_t *)((uintptr_t)1 << 30);
+  hak_rng rng = hak_rng_seed(7);
+  for (size_t bin = 1; bin < HAK_BINS; bin++) {
+    size_t bs = hak_bin_size(bin);
+    size_t capacity = hak_rng_range(&rng, 1, bs < 64 ? 4096 : 1024);
+    hak_page_t page = { .area = area, .block_size = (uint32_t)bs, .capacity = (uint16_t)capacity,
+                        .block_magic = hak_block_magic(bs) };
+    for (size_t i = 0; i <= capacity + 1; i++) {
+      for (int d = -1; d <= 1; d++) {
+        uintptr_t offset = i * bs + (uintptr_t)(intptr_t)d;
+        bool start = offset % bs == 0 && offset / bs < capacity;
+        CHECKF(hak_page_is_block_start(&page, area + offset) == start,
+               "block size %zu, capacity %zu, offset %zd", bs, capacity, (ssize_t)offset);
+      }
+    }
+    for (int i = 0; i < 4096; i++) {
+      uintptr_t offset = hak_rng_range(&rng, 0, capacity * bs + bs);
+      CHECKF(hak_page_is_block_start(&page, area + offset) == (offset % bs == 0 && offset / bs < capacity),
+             "block size %zu, capacity %zu, offset %zu", bs, capacity, (size_t)offset);
+    }
+    CHECK(!hak_page_is_block_start(&page, area - bs) && !hak_page_is_block_start(&page, area - 16));
+  }
+}
+
 /* A page its owner abandoned full is taken back by the owner's next free
  * into it (free_in_slice's own-page branch): owned again, back in its
  * queue, the block on its local free list. A larger class than SIZE, in
@@ -551,6 +580,7 @@ int main(void) {
   RUN_CASE(adoption_takes_the_fullest_of_living_and_the_emptiest_of_exited);
   RUN_CASE(double_free_is_detected);
   RUN_CASE(block_check_is_exact);
+  RUN_CASE(page_block_start_is_exact);
   RUN_CASE(own_abandoned_page_is_taken_back);
   RUN_CASE(full_page_is_kept_once);
   RUN_CASE(medium_frees_are_reused_first);
