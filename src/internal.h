@@ -223,13 +223,16 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   While a page of several slices changes hands, its later slices lag
  *   behind its first, but never name a heap that does not own it.
  * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
- *   block_size, alone) are written only by the owning heap's thread, or by
+ *   block_size, alone, and what page_init derives from them: area,
+ *   block_magic, the secure variant's secret and copies) are written only
+ *   by the owning heap's thread, or by
  *   the thread that took ownership through xthread_free (adoption), never
  *   concurrently. The owner word is written only by the owner (or adopter)
  *   and read by anyone. What other threads read of a page, and why it is
  *   safe:
  *   - a free of one of its blocks from another thread into a one-slice page
- *     reads the slice's entry: its owner word, recip and bound (hak_slice_t);
+ *     reads the slice's entry: its owner word, recip and bound (hak_slice_t)
+ *     (and in the secure variant the second line's remote_block_size);
  *   - any other free, realloc or malloc_usable_size of one of its blocks
  *     from another thread (free_in_slice's check of a page of several
  *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
@@ -241,8 +244,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     the caller was handed lies below any value it can read (capacity
  *     only grows in a page's life);
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
- *     link with `secret` in the secure variant (set at page_init, before
- *     the hand-over), and, if that push publishes the page, writes `next`
+ *     link with `remote_secret` in the secure variant (set at page_init,
+ *     before the hand-over), and, if that push publishes the page, writes `next`
  *     before the release CAS that queues it; a popper reads `next` after
  *     its acquire exchange, under reclaim_lock;
  *   - the statistics census (stats.c, under the arena lock, while owners
@@ -252,8 +255,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     fields: see the last point);
  *   - the purger (hak_page_purge_held, under the arena lock) reads
  *     span_kind, block_size and xthread_free of an owned page (in the
- *     secure variant its link checks also read secret, slice_count and
- *     capacity, with a relaxed __atomic load like every other reader).
+ *     secure variant its link checks also read secret, slice_count, area,
+ *     block_magic and capacity, the last with a relaxed __atomic load like
+ *     every other reader).
  *   No other thread reads reserved, free, gathered or alone.
  * - used counts blocks handed out and not yet back on free or gathered:
  *   blocks sitting in xthread_free still count until the owner gathers them.
@@ -306,7 +310,8 @@ typedef struct hak_page_s {
                                             them (page.c), and 0 at page_init; read by the owner and the
                                             purger walking held lists: __atomic, relaxed */
   uintptr_t secret;                      /* page: encodes its free-list links (secure.h). Written at
-                                            page_init; read by any thread pushing a remote free */
+                                            page_init; read by the owner's pops and the purger (remote
+                                            pushes use the copy on the second line) */
 #endif
   /* The second line (above). */
   _Alignas(64)
@@ -321,7 +326,9 @@ typedef struct hak_page_s {
 #if HAKMEM_SECURE
   /* page: copies of `secret` and `block_size` for the secure free of a
    * block by another thread (its canary check, its push onto xthread_free),
-   * which then reads no word of the owner's line (docs/design.md §5.6) */
+   * which then reads no word of the owner's line in a one-slice page
+   * (docs/design.md §5.6; a page of several slices is checked with
+   * span_kind, capacity and block_size too) */
   uintptr_t remote_secret;
   uint32_t remote_block_size;
   uint8_t *area;                         /* as in the default build (above) */

@@ -73,7 +73,7 @@ size_t hak_page_slices_for(size_t bin) {
 
 /* Keep the free fast path's block check (hak_slice_t) in step with
  * the carved blocks. Pages of several slices keep it 0: their frees take
- * the generic path, which checks with a division. */
+ * the generic path, which checks with hak_page_is_block_start. */
 static void page_update_check(hak_page_t *page) {
   if (page->slice_count != 1) return;
   hak_slice_t *check = hak_page_slice(page), want = hak_slice_check_for(page->block_size, page->capacity);

@@ -484,8 +484,8 @@ static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL;
  * its canary checked: its requested size. */
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   /* The start of a carved block of a page that is not free: as
-   * hak_block_find would find it, without its search (and, in a one-slice
-   * page, without its division), as free.c's free_in_slice checks it. */
+   * hak_block_find would find it, without its search, as free.c's
+   * free_in_slice checks it. */
   hak_segment_t *seg = hak_segment_lookup(p);
   const hak_slice_t *slice = seg != NULL ? hak_slice_at(seg, p) : NULL;
   hak_page_t *page = slice != NULL ? slice->page : NULL;

@@ -283,13 +283,14 @@ static void page_block_start_is_exact(void) {
       for (int d = -1; d <= 1; d++) {
         uintptr_t offset = i * bs + (uintptr_t)(intptr_t)d;
         bool start = offset % bs == 0 && offset / bs < capacity;
-        CHECKF(hak_page_is_block_start(&page, area + offset) == start,
+        CHECKF(hak_page_is_block_start(&page, (void *)((uintptr_t)area + offset)) == start,
                "block size %zu, capacity %zu, offset %zd", bs, capacity, (ssize_t)offset);
       }
     }
     for (int i = 0; i < 4096; i++) {
       uintptr_t offset = hak_rng_range(&rng, 0, capacity * bs + bs);
-      CHECKF(hak_page_is_block_start(&page, area + offset) == (offset % bs == 0 && offset / bs < capacity),
+      CHECKF(hak_page_is_block_start(&page, (void *)((uintptr_t)area + offset)) ==
+                 (offset % bs == 0 && offset / bs < capacity),
              "block size %zu, capacity %zu, offset %zu", bs, capacity, (size_t)offset);
     }
     CHECK(!hak_page_is_block_start(&page, area - bs) && !hak_page_is_block_start(&page, area - 16));
