@@ -130,7 +130,6 @@ static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, b
 /* A block of a page in the heap's queue, so owned by it. */
 static void *malloc_from_pages(size_t size, size_t bin, hak_heap_t *heap, bool zero) {
   hak_page_t *page = heap->queues[bin].first;
-  if (page != NULL && page->free == NULL) hak_page_gather_frees(page);   /* the cheapest refill */
   if (page == NULL || page->free == NULL) {
     page = hak_heap_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }

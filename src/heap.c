@@ -240,6 +240,19 @@ void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page) {
   queue_note_alone(page->prev);
 }
 
+/* The first page of a queue of two or more goes to its back (no page's
+ * `alone` changes). */
+static void queue_first_to_back(hak_heap_t *heap, hak_page_queue_t *q) {
+  hak_page_t *page = q->first;
+  q->first = page->next;
+  q->first->prev = NULL;
+  page->next = NULL;
+  page->prev = q->last;
+  q->last->next = page;
+  q->last = page;
+  hak_heap_update_direct(heap, page->bin);
+}
+
 void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_t *q = &heap->queues[page->bin];
   bool was_first = q->first == page;
@@ -262,15 +275,14 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   bool shared = heap == &shared_heap;   /* its pages carve an OS page at a time (hak_page_extend) */
   hak_page_t *page = q->first;
   while (page != NULL) {
+    hak_assert(page == q->first);   /* (those before it went to the back, or were given up) */
     hak_page_t *next = page->next;
     hak_page_gather_frees(page);
     if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
     if (page->free != NULL) {
       if (page->kept) page->kept = false;   /* (its line is the one remote frees write) */
-      if (page != q->first) { hak_heap_queue_remove(heap, page); hak_heap_queue_push_front(heap, page); }
       return page;
     }
-    hak_heap_queue_remove(heap, page);
     if (!page->kept && !page->took_remote && next != NULL) {
       /* Full for the first time, no block of it freed by another thread
        * yet, and other pages to try: kept, at the back, as the blocks its
@@ -278,10 +290,11 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
        * §5.7). */
       page->kept = true;
       heap->kept_bins[bin / 64] |= (uint64_t)1 << (bin % 64);
-      hak_heap_queue_push_back(heap, page);
+      queue_first_to_back(heap, q);
     } else {
       /* Full again, alone, or freed into by other threads: give it up, so
        * that whoever allocates next reuses what is freed into it. */
+      hak_heap_queue_remove(heap, page);
       hak_page_abandon(page, heap, false);
     }
     page = next;
