@@ -9,24 +9,10 @@
 
 static HAK_NOINLINE void *malloc_slow(size_t size, hak_heap_t *heap, bool zero);
 
-/* Take a block from a page whose free list has one. The next block is
- * prefetched: a block another thread freed is in that thread's cache, and
- * the next malloc would wait for it (in `exchange`, 1 of every 3 samples
- * of malloc was that load; one instruction here cut it by 2 in 5). */
-static inline void *page_pop(hak_page_t *page) {
-  hak_block_t *b = page->free;
-  hak_block_t *next = hak_block_next(page, b);
-  page->free = next;
-  __builtin_prefetch(next);
-  hak_page_used_inc(page);
-  b->free_tag = 0;
-  return b;
-}
-
 /* A fast path's pop, or NULL: no block, or the heartbeat's turn. */
 static inline void *page_pop_fast(hak_page_t *page, hak_heap_t *heap) {
   if (hak_unlikely(page->free == NULL) || hak_unlikely(!hak_heap_beat(heap))) return NULL;
-  return page_pop(page);
+  return hak_page_pop(page);
 }
 
 static HAK_NOINLINE void *malloc_medium(size_t size, hak_heap_t *heap);
@@ -104,8 +90,8 @@ static HAK_NOINLINE void *malloc_without_heap(size_t size, bool zero) {
 /* Every malloc of a block in a page comes here when calls are counted
  * (HAKMEM_STATS), or tracked by a tool (tracking.h). */
 static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, size_t bin, size_t size) {
-  if (hak_tracking) hak_track_open(page->free);   /* page_pop reads its link */
-  void *b = page_pop(page);
+  if (hak_tracking) hak_track_open(page->free);   /* hak_page_pop reads its link */
+  void *b = hak_page_pop(page);
   if (hak_tracking) hak_track_handout(b, size, false);
   hak_counter_inc(&heap->stats[bin].allocs);
   return b;
@@ -134,7 +120,7 @@ static void *malloc_from_pages(size_t size, size_t bin, hak_heap_t *heap, bool z
     page = hak_heap_page_for_bin(heap, bin);
     if (page == NULL) { errno = ENOMEM; return NULL; }
   }
-  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : page_pop(page);
+  void *b = hak_unlikely(hak_owner_counted) ? page_pop_counted(page, heap, bin, size) : hak_page_pop(page);
   if (zero) memset(b, 0, size);
   return b;
 }

@@ -651,13 +651,8 @@ static inline __attribute__((always_inline)) void *secure_alloc(size_t size, uns
   hak_heap_t *heap = hak_heap_get();
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
     hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
-    hak_block_t *b = page->free;
-    if (hak_likely(b != NULL) && hak_likely(hak_heap_beat(heap))) {
-      page->free = hak_block_next(page, b);
-      hak_page_used_inc(page);
-      b->free_tag = 0;
-      return canary_write(b, page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
-    }
+    if (hak_likely(page->free != NULL) && hak_likely(hak_heap_beat(heap)))
+      return canary_write(hak_page_pop(page), page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
   }
   return throwing ? secure_new_slow(size, family) : secure_alloc_slow(size, family);
 }
