@@ -224,10 +224,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   behind its first, but never name a heap that does not own it.
  * - Owner-only fields (free, gathered, used, capacity, reserved, bin,
  *   block_size, alone, and what page_init derives from them: area,
- *   block_magic, the secure variant's secret and copies) are written only
- *   by the owning heap's thread, or by
- *   the thread that took ownership through xthread_free (adoption), never
- *   concurrently. The owner word is written only by the owner (or adopter)
+ *   block_magic, the secure variant's secret and its copies) are written
+ *   only by the owning heap's thread, or by the thread that took ownership
+ *   through xthread_free (adoption), never concurrently. The owner word is written only by the owner (or adopter)
  *   and read by anyone. What other threads read of a page, and why it is
  *   safe:
  *   - a free of one of its blocks from another thread into a one-slice page
@@ -240,13 +239,13 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written
- *     with relaxed __atomic operations (hak_page_is_block_start), and a block
- *     the caller was handed lies below any value it can read (capacity
- *     only grows in a page's life);
+ *     with relaxed __atomic operations (hak_page_is_block_start), and a
+ *     block the caller was handed lies below any value it can read
+ *     (capacity only grows in a page's life);
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
  *     link with `remote_secret` in the secure variant (set at page_init,
- *     before the hand-over), and, if that push publishes the page, writes `next`
- *     before the release CAS that queues it; a popper reads `next` after
+ *     before the hand-over), and, if that push publishes the page, writes
+ *     `next` before the release CAS that queues it; a popper reads `next` after
  *     its acquire exchange, under reclaim_lock;
  *   - the statistics census (stats.c, under the arena lock, while owners
  *     run) reads used, bin, the owner word, span_kind and slice_count:
