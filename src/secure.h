@@ -37,10 +37,12 @@
 
 #if HAKMEM_SECURE
 
-/* A link as stored: the next block, xor the page's secret, xor the
- * address of the link itself (so a link copied elsewhere decodes wrong). */
-static inline uintptr_t hak_link_encode(const hak_page_t *page, const hak_block_t *b, const hak_block_t *next) {
-  return (uintptr_t)next ^ page->secret ^ (uintptr_t)&b->next;
+/* A link as stored: the next block, xor the page's secret (`secret`, or
+ * its copy `remote_secret`), xor the address of the link itself (so a
+ * link copied elsewhere decodes wrong). Its own inverse: applied to the
+ * stored link, it gives the next block back. */
+static inline uintptr_t hak_link_encode(uintptr_t secret, const hak_block_t *b, const hak_block_t *next) {
+  return (uintptr_t)next ^ secret ^ (uintptr_t)&b->next;
 }
 
 HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b);
@@ -52,7 +54,7 @@ HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const
  * link after it was checked), so in a one-slice page next must lie in b's
  * slice. */
 static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
-  hak_block_t *next = (hak_block_t *)((uintptr_t)b->next ^ page->secret ^ (uintptr_t)&b->next);
+  hak_block_t *next = (hak_block_t *)hak_link_encode(page->secret, b, b->next);
   if (hak_likely((((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
                  hak_block_check_with(__atomic_load_n(&page->check_recip, __ATOMIC_RELAXED),
                                       __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED), next)))
@@ -65,13 +67,13 @@ static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_bloc
 }
 
 static inline void hak_block_set_next(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
-  b->next = (hak_block_t *)hak_link_encode(page, b, next);
+  b->next = (hak_block_t *)hak_link_encode(page->secret, b, next);
 }
 
 /* The same, by a thread pushing onto the page's xthread_free: with the
  * copy of the secret on that word's line. */
 static inline void hak_block_set_next_remote(const hak_page_t *page, hak_block_t *b, hak_block_t *next) {
-  b->next = (hak_block_t *)((uintptr_t)next ^ page->remote_secret ^ (uintptr_t)&b->next);
+  b->next = (hak_block_t *)hak_link_encode(page->remote_secret, b, next);
 }
 
 /* The request as the pages see it: room for the canary trailer (a size
