@@ -226,9 +226,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   block_size, alone, and what page_init derives from them: area,
  *   block_magic, the secure variant's secret and its copies) are written
  *   only by the owning heap's thread, or by the thread that took ownership
- *   through xthread_free (adoption), never concurrently. The owner word is written only by the owner (or adopter)
- *   and read by anyone. What other threads read of a page, and why it is
- *   safe:
+ *   through xthread_free (adoption), never concurrently. The owner word
+ *   is written only by the owner (or adopter) and read by anyone. What
+ *   other threads read of a page, and why it is safe:
  *   - a free of one of its blocks from another thread into a one-slice page
  *     reads the slice's entry: its owner word, recip and bound (hak_slice_t)
  *     (and in the secure variant the second line's remote_block_size);
@@ -245,8 +245,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
  *     link with `remote_secret` in the secure variant (set at page_init,
  *     before the hand-over), and, if that push publishes the page, writes
- *     `next` before the release CAS that queues it; a popper reads `next` after
- *     its acquire exchange, under reclaim_lock;
+ *     `next` before the release CAS that queues it; a popper reads `next`
+ *     after its acquire exchange, under reclaim_lock;
  *   - the statistics census (stats.c, under the arena lock, while owners
  *     run) reads used, bin, the owner word, span_kind and slice_count:
  *     used, bin and the owner word are _Atomic, written and read relaxed,
