@@ -87,22 +87,30 @@ void hak_secure_keys_init(void) { keys(); }
 
 /* The keys on the fast paths, which only a thread with a heap reaches, and
  * it made it after hak_process_init: chosen. (So they make no call that
- * returns, and keep no registers.) */
-static inline keys_t keys_chosen(void) {
+ * returns, and keep no registers.) Without `tag`, the tag key is left 0
+ * (malloc's, which needs only the canary's: a load it would not use, as
+ * the loads are atomic, the compiler would still make). */
+static inline keys_t keys_chosen(bool tag) {
   return (keys_t){ atomic_load_explicit(&process_key, memory_order_relaxed),
                    atomic_load_explicit(&process_key2, memory_order_relaxed),
-                   atomic_load_explicit(&process_tag_key, memory_order_relaxed) };
+                   tag ? atomic_load_explicit(&process_tag_key, memory_order_relaxed) : 0 };
 }
 
 /* A keyed hash of an address, for the canary masks: the 128-bit product of
  * the address xor the key by a second secret, its halves folded (as
- * wyhash's mum). */
+ * wyhash's mum). On x86-64 the multiply is written out: with the 128-bit
+ * type, GCC 12 gave the free fast path a stack frame it never used (a
+ * push and a pop on every free; see also canary_failed). */
 static inline uint64_t keyed_hash(keys_t ks, const void *p) {
-  __uint128_t m = (__uint128_t)((uintptr_t)p ^ ks.k1) * ks.k2;
-  uint64_t h = (uint64_t)m ^ (uint64_t)(m >> 64);
-  __asm__("" : "+r"(h));   /* (folded here: else GCC 12 keeps the product's halves apart, in
-                              registers the fast paths must then save) */
-  return h;
+  uint64_t lo = (uintptr_t)p ^ ks.k1, hi;
+#if defined(__x86_64__)
+  __asm__("mulq %2" : "+a"(lo), "=d"(hi) : "rm"(ks.k2) : "cc");
+#else
+  __uint128_t m = (__uint128_t)lo * ks.k2;
+  lo = (uint64_t)m;
+  hi = (uint64_t)(m >> 64);
+#endif
+  return lo ^ hi;
 }
 
 static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
@@ -356,7 +364,7 @@ static inline __attribute__((always_inline)) void *canary_write(void *p, size_t 
   uint64_t w = CANARY_WORD;
   memcpy(pattern, &w, 8);
   memcpy((uint8_t *)pattern_second(pattern, end), &w, 8);
-  uint64_t t = trailer_encode(small ? keys_chosen() : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
+  uint64_t t = trailer_encode(small ? keys_chosen(false) : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -425,10 +433,12 @@ static inline bool family_fits(hak_op_t op, unsigned family) {
   return hak_likely(family == op_family(op)) || (op == HAK_OP_USABLE_SIZE && family_names[family] != NULL);
 }
 
-/* canary_check found something wrong with p's canary: what, reported.
- * (Out of line, from p and its block alone: the checks keep nothing for
- * it in registers.) */
-static HAK_NOINLINE HAK_NORETURN void canary_failed(hak_op_t op, const void *p, size_t usable) {
+/* canary_intact found something wrong with p's canary: what, reported.
+ * Never returns. (Out of line, from p and its block alone: the checks keep
+ * nothing for it in registers. And noipa, so that the compiler does not
+ * learn that it never returns: the free fast path then jumps to it, where
+ * a call would need the stack aligned, so a frame on every free.) */
+static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable) {
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
   uint32_t word = (uint32_t)decoded, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
@@ -436,9 +446,11 @@ static HAK_NOINLINE HAK_NORETURN void canary_failed(hak_op_t op, const void *p, 
   pattern_differs(op, p, usable - HAK_CANARY_SIZE - slack, slack);
 }
 
-/* The requested size of live block p, whose block has `usable` bytes from
- * p on; reports an overflow, and a block of another family than op's. */
-static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
+/* Whether the canary of live block p, whose block has `usable` bytes from
+ * p on, is intact and names a family op takes (canary_failed says what is
+ * wrong if not); if so, *size is the requested size. */
+static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
+                                                                size_t *size) {
   const uint8_t *end = (const uint8_t *)p + usable;
   uint64_t decoded = trailer_decode(ks, p, end);
   uint32_t word = (uint32_t)decoded;
@@ -450,9 +462,9 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   uint64_t slack = v >> FAMILY_BITS | v << (64 - FAMILY_BITS);
   if (hak_unlikely(!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE ||
                    (op == HAK_OP_USABLE_SIZE && family_names[word & FAMILY_MASK] == NULL)))
-    canary_failed(op, p, usable);
-  size_t size = usable - HAK_CANARY_SIZE - slack;
-  const uint8_t *pattern = (const uint8_t *)p + size;
+    return false;
+  *size = usable - HAK_CANARY_SIZE - slack;
+  const uint8_t *pattern = (const uint8_t *)p + *size;
   size_t n = slack < CANARY_PATTERN ? slack : CANARY_PATTERN;
   __asm__("" : "+r"(n));   /* (else the compiler branches on slack < 8 below) */
   /* Both words in one vector, compared with the pattern byte by byte (the
@@ -463,8 +475,16 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
   memcpy(&words[0], pattern, 8);
   memcpy(&words[1], pattern_second(pattern, end), 8);
   memcpy(&skip, pattern_skip + CANARY_PATTERN - n, 16);
-  if (hak_unlikely(!all_set(((bytes16_t)words == (char)CANARY_BYTE) | skip)))
+  return hak_likely(all_set(((bytes16_t)words == (char)CANARY_BYTE) | skip));
+}
+
+/* The requested size of live block p (as canary_intact), or the report. */
+static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
+  size_t size;
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, &size))) {
     canary_failed(op, p, usable);
+    __builtin_unreachable();
+  }
   return size;
 }
 
@@ -519,8 +539,9 @@ static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &v, 16);
 }
 
-/* The block leaves quarantine: unchanged since it was filled, or reported. */
-static HAK_NORETURN void report_use_after_free(const void *p, size_t fill) {
+/* The block leaves quarantine: unchanged since it was filled, or reported.
+ * Never returns (noipa: as canary_failed, jumped to). */
+static __attribute__((noipa)) void report_use_after_free(const void *p, size_t fill) {
   const uint64_t *w = p;
   size_t i = 0;
   while (i + 1 < fill / 8 && w[i] == (i % 2 == 1 ? quarantine_tag(keys(), p) : FREED_WORD)) i++;
@@ -542,7 +563,10 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
     memcpy(&a, (const uint8_t *)p + fill_at(usable, at), 16);
     same &= (bytes16_t)a == (bytes16_t)v;
   }
-  if (hak_unlikely(!all_set(same))) report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
+  if (hak_unlikely(!all_set(same))) {
+    report_use_after_free(p, usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL);
+    return;
+  }
   if (hak_unlikely(hak_option(HAK_OPT_ZERO_ON_FREE))) {
     release_zeroed(heap, p, usable);
     return;
@@ -675,7 +699,11 @@ static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
 /* A live block of a page, `usable` bytes: its canary checked, into quarantine. */
 static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_t *heap, hak_op_t op, void *p,
                                                             size_t usable) {
-  canary_check(ks, op, p, usable);
+  size_t size;
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, &size))) {
+    canary_failed(op, p, usable);
+    return;
+  }
   quarantine_put(ks, heap, p, usable);
 }
 
@@ -686,7 +714,7 @@ static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_
 static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op) {
   const hak_slice_t *slice = hak_slice_at(hak_segment_of(p), p);
   hak_page_t *page = slice->page;
-  keys_t ks = keys_chosen();
+  keys_t ks = keys_chosen(true);
   if (hak_page_block_starts(page, p) && not_freed(ks, p, page))
     free_live(ks, hak_heap_get(), op, p, page->block_size);
   else secure_free_slow(p, op);
@@ -702,7 +730,7 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     const hak_slice_t *slice = hak_slice_at(seg, p);
     hak_page_t *page = slice->page;
     hak_heap_t *heap = hak_heap_get();
-    keys_t ks = keys_chosen();
+    keys_t ks = keys_chosen(true);
     if (hak_likely(hak_block_check_shared(slice, p) && not_freed(ks, p, page)))
       free_live(ks, heap, op, p, page->remote_block_size);
     else secure_free_in_segment(p, op);
