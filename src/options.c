@@ -35,8 +35,9 @@ static bool parse_number(const char *s, long *out) {
   if (*s < '0' || *s > '9') return false;
   long v = 0;
   while (*s >= '0' && *s <= '9') {
-    if (v > (LONG_MAX >> 30) / 10) return false;   /* room left for a 'g' */
-    v = v * 10 + (*s++ - '0');
+    int digit = *s++ - '0';
+    if (v > ((LONG_MAX >> 30) - digit) / 10) return false;   /* room left for a 'g' */
+    v = v * 10 + digit;
   }
   switch (*s | 0x20) {
     case 'k': v <<= 10; s++; break;
@@ -108,12 +109,12 @@ static void out_unsigned(out_t *o, unsigned long long v, unsigned base, bool neg
   char digits[24];
   size_t n = 0;
   do { digits[n++] = "0123456789abcdef"[v % base]; v /= base; } while (v != 0);
-  if (negative) width--;
+  int pad = width - (int)n - negative;
   if (negative && zero) out_char(o, '-');
-  for (int pad = width - (int)n; !left && pad > 0; pad--) out_char(o, zero ? '0' : ' ');
+  for (int i = 0; !left && i < pad; i++) out_char(o, zero ? '0' : ' ');
   if (negative && !zero) out_char(o, '-');
   while (n > 0) out_char(o, digits[--n]);
-  for (int pad = width - (int)n; left && pad > 0; pad--) out_char(o, ' ');
+  for (int i = 0; left && i < pad; i++) out_char(o, ' ');
 }
 
 /* A small vsnprintf: %s %.*s %c %d %i %u %x %p with l/ll/z, width, '-', '0'. */

@@ -125,9 +125,22 @@ def text_report_and_warnings(binary):
         check(needle in proc.stderr, f"stderr has {needle!r}")
 
 
+def option_value_bounds(binary):
+    """A size option takes values up to LONG_MAX >> 30 with a 'g' (shifted,
+    it still fits a long); one more is refused with the warning, not
+    wrapped to a negative size."""
+    largest = str((2**63 - 1) >> 30) + "g"
+    too_large = str(((2**63 - 1) >> 30) + 1) + "g"
+    proc = run(binary, HAKMEM_HUGE_CACHE=largest)
+    check("ignoring" not in proc.stderr, f"HAKMEM_HUGE_CACHE={largest} accepted: {proc.stderr[-500:]!r}")
+    proc = run(binary, HAKMEM_HUGE_CACHE=too_large)
+    check(f"ignoring HAKMEM_HUGE_CACHE={too_large} (not a valid value)" in proc.stderr,
+          f"HAKMEM_HUGE_CACHE={too_large} refused: {proc.stderr[-500:]!r}")
+
+
 def main():
     binary = sys.argv[1]
-    for case in (counted_run, uncounted_run, text_report_and_warnings):
+    for case in (counted_run, uncounted_run, text_report_and_warnings, option_value_bounds):
         case(binary)
         print(f"ok   {case.__name__}")
 
