@@ -121,6 +121,12 @@ static void census_span(const hak_page_t *span, void *arg) {
   else c->pages_in_use++;
 }
 
+/* A class's live blocks from its call counters. The heaps' counters are
+ * read one after another while threads go on counting, so a block
+ * allocated on a heap already read and freed on one read after shows as a
+ * free without its allocation: 0 then, not a wrapped count. */
+static uint64_t counted_live(const bin_counts_t *c) { return c->allocs > c->frees ? c->allocs - c->frees : 0; }
+
 static void take_snapshot(snapshot_t *s) {
   memset(s, 0, sizeof *s);
   hak_heaps_visit(count_heap, s);
@@ -128,16 +134,14 @@ static void take_snapshot(snapshot_t *s) {
   hak_arenas_visit_spans(census_span, s);
   if (hak_owner_counted) {   /* exact, unlike pages' counts (remote frees not yet gathered) */
     s->live_bytes = 0;
-    for (size_t b = 1; b < HAK_BINS; b++)
-      s->live_bytes += (s->counts[b].allocs - s->counts[b].frees) * hak_bin_size(b);
+    for (size_t b = 1; b < HAK_BINS; b++) s->live_bytes += counted_live(&s->counts[b]) * hak_bin_size(b);
   }
 }
 
 /* Live blocks of a class: exact from the call counters when counting (a
  * page's `used` also counts remote frees not yet gathered), else the walk. */
 static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
-  const bin_counts_t *c = &s->counts[bin];
-  return hak_owner_counted ? c->allocs - c->frees : s->census[bin].live_blocks;
+  return hak_owner_counted ? counted_live(&s->counts[bin]) : s->census[bin].live_blocks;
 }
 
 /* ------------------------------------------------------------ the report */
