@@ -130,7 +130,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
     heap->heartbeat = HAK_HEARTBEAT;
     hak_heap_flush_recent(heap, 1);
-    hak_heap_release_kept(heap);
+    hak_heap_abandon_kept(heap);
     hak_heap_foreign_heartbeat(heap);
     hak_purge_due_work(heap);
   } else {

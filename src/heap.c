@@ -275,7 +275,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   bool shared = heap == &shared_heap;   /* its pages carve an OS page at a time (hak_page_extend) */
   hak_page_t *page = q->first;
   while (page != NULL) {
-    hak_assert(page == q->first);   /* (those before it went to the back, or were given up) */
+    hak_assert(page == q->first);   /* (those before it went to the back, or were abandoned) */
     hak_page_t *next = page->next;
     hak_page_gather_frees(page);
     if (page->free == NULL && page->capacity < page->reserved) hak_page_extend(page, shared);
@@ -292,7 +292,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
       heap->kept_bins[bin / 64] |= (uint64_t)1 << (bin % 64);
       queue_first_to_back(heap, q);
     } else {
-      /* Full again, alone, or freed into by other threads: give it up, so
+      /* Full again, alone, or freed into by other threads: abandon it, so
        * that whoever allocates next reuses what is freed into it. */
       hak_heap_queue_remove(heap, page);
       hak_page_abandon(page, heap, false);
@@ -301,8 +301,8 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   }
 
   /* A published page always has room: a remote free put a block in it, or
-   * its owner gave it up with free blocks. The shared heap takes back only
-   * pages it gave up itself (in its own classes nobody else would): a
+   * its owner abandoned it with free blocks. The shared heap takes back only
+   * pages it abandoned itself (in its own classes nobody else would): a
    * thread heap's page is carved, so resident, far past the few blocks
    * young threads take, and the shared heap, never given up, would keep it
    * (`respawn`, one thread a generation: 14 thread-heap pages of 1-4 KiB
@@ -327,9 +327,9 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
 
 /* At the heartbeat, of the kept pages at the back of each queue (the
  * others wait until they are there), those other threads have freed into
- * are given up, published at once, as their owner would reach them late or
+ * are abandoned, published at once, as their owner would reach them late or
  * never (docs/design.md §5.7). */
-void hak_heap_release_kept(hak_heap_t *heap) {
+void hak_heap_abandon_kept(hak_heap_t *heap) {
   for (size_t w = 0; w < sizeof heap->kept_bins / sizeof heap->kept_bins[0]; w++) {
     for (uint64_t bits = heap->kept_bins[w]; bits != 0; bits &= bits - 1) {
       size_t bin = w * 64 + (size_t)__builtin_ctzll(bits);

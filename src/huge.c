@@ -270,7 +270,7 @@ static void *huge_resize(hak_segment_t *seg, hak_page_t *page, size_t offset, si
   if (target == NULL) return NULL;
   size_t old_size = seg->size;
   /* Out of the map before the old range is unmapped: once it is, another
-   * thread's new segment may get this address and set the byte itself. */
+   * thread's new segment may get this address and set the entry itself. */
   hak_segment_map_set(seg, false);
   if (mremap(seg, old_size, total, MREMAP_MAYMOVE | MREMAP_FIXED, target) != (void *)target) {
     hak_segment_map_set(seg, true);

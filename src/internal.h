@@ -44,7 +44,7 @@
 
 /* HAKMEM_DEBUG (cmake -DHAKMEM_DEBUG=ON, the build the sanitizer runs use):
  * hak_assert checks, and the validators of the structures below run where
- * those change hands (hak_page_is_valid, hak_arena_is_valid). Compiled away
+ * those change hands (hak_page_is_valid, hak_arenas_are_valid). Compiled away
  * otherwise. */
 #ifndef HAKMEM_DEBUG
 #define HAKMEM_DEBUG 0
@@ -917,7 +917,7 @@ HAK_INTERNAL void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin);
-HAK_INTERNAL void hak_heap_release_kept(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_abandon_kept(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);
@@ -961,7 +961,7 @@ static inline void hak_note_sweep_news(void) {
   if (!atomic_load_explicit(&hak_sweep_news, memory_order_relaxed)) hak_note_sweep_news_slow();
 }
 /* A block was freed into a page its owner holds: the owner gathers it only
- * when it allocates from that page again (see hak_purge_held_blocks). */
+ * when it allocates from that page again (see hak_page_purge_held). */
 extern _Atomic(bool) hak_held_news HAK_INTERNAL;
 HAK_INTERNAL void hak_note_held_frees_slow(void);
 static inline void hak_note_held_frees(void) {

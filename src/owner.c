@@ -8,7 +8,7 @@
  *                          exits): ABANDONED, or PUBLISHED if it has room
  *   reclaim queues         published pages per size class
  *   hak_reclaim_adopt      a thread that needs a page of a class takes one
- *                          (the shared heap, only one it gave up itself)
+ *                          (the shared heap, only one it abandoned itself)
  *   hak_page_try_readopt   the last owner of a full page takes it back when
  *                          it frees into it
  *   hak_reclaim_sweep      published pages nobody adopts go back if empty
@@ -174,7 +174,7 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
 }
 
 /* Pages of a class tried per adoption, and which one is kept:
- * - the fullest, of the full pages living threads gave up: adopting the
+ * - the fullest, of the full pages living threads abandoned: adopting the
  *   fullest lets sparse pages drain (left alone, their blocks only get
  *   freed, until they are empty and go back to the arena), where adopting
  *   in queue order keeps every page of a producer/consumer pattern equally
@@ -195,7 +195,7 @@ bool hak_page_try_readopt(hak_heap_t *heap, hak_page_t *page) {
 
 typedef enum { ADOPT_FULLEST, ADOPT_EMPTIEST, ADOPT_FIRST } adopt_rule_t;
 
-/* The heap that gave up a page nobody owns, or NULL (its thread exited). */
+/* The heap that abandoned a page nobody owns, or NULL (its thread exited). */
 static hak_heap_t *last_owner(const hak_page_t *page) {
   return (hak_heap_t *)(HAK_OWNER_HEAP(hak_page_owner(page)) & ~(uintptr_t)HAK_OWNER_ABANDONED);
 }
@@ -227,7 +227,7 @@ static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
  * the rule keeps; the others go back to the queue as they are. Taking the
  * fullest, an empty candidate goes back to its arena (unless it is all
  * there is); taking the emptiest, it is the one kept. `own_only` (the
- * shared heap, heap.c): only pages `heap` gave up itself are candidates;
+ * shared heap, heap.c): only pages `heap` abandoned itself are candidates;
  * another's goes back to the queue, or to its arena if empty (popping the
  * class keeps the sweep off it, which would otherwise free that page).
  * NULL if none. */

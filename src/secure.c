@@ -199,7 +199,7 @@ bool hak_secure_guard(void *page, bool on) { return protect(page, HAK_GUARD_SIZE
  * (hak_span_alloc) keeps the guard at its end if it has one, and has any
  * other lifted first. A slice that ends a page again (a small page on a
  * small page's slice, the usual case) costs no system call (that loop:
- * 1.07x, the 4 KiB each small page gives up). And a page is placed to
+ * 1.07x, the 4 KiB each small page loses). And a page is placed to
  * end on a slice that has a guard already if one lies a little further in
  * the free span it is cut from (hak_secure_page_offset): without that,
  * medium pages, cut from merged free spans at new boundaries each time,

@@ -1,6 +1,6 @@
 /* Segments and arenas.
  *
- * A NORMAL segment is HAK_SEGMENT_SIZE bytes at a HAK_SEGMENT_SIZE-aligned
+ * An arena segment is HAK_SEGMENT_SIZE bytes at a HAK_SEGMENT_SIZE-aligned
  * address: a header (with one page descriptor per slice) followed by slices
  * of HAK_SLICE_SIZE. An arena carves its segments into spans of slices for
  * pages, and takes them back, coalescing free neighbours. Free spans keep
@@ -313,7 +313,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   return span;
 }
 
-/* Return a page's span to its segment's arena, merging it with free
+/* Return a page's or a large block's span to its segment's arena, merging it with free
  * neighbours. A segment left fully free is kept (a few per arena) or unmapped. */
 void hak_span_free(hak_page_t *span) {
   hak_segment_t *seg = hak_segment_of(span);

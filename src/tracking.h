@@ -28,8 +28,8 @@
 extern bool hak_tracking HAK_INTERNAL;   /* under memcheck, or the ASan build */
 
 HAK_INTERNAL bool hak_tracking_init(void);
-/* p was just handed out for `size` bytes (the block start, or the aligned
- * address inside it); zero: its first `size` bytes are zero. */
+/* p was just handed out for `size` bytes (the start of its block: aligned
+ * blocks are too, alloc.c); zero: its first `size` bytes are zero. */
 HAK_INTERNAL void hak_track_handout(void *p, size_t size, bool zero);
 /* The live block p now holds `size` of its `usable` bytes (realloc in
  * place; malloc_usable_size hands out all of them). */
