@@ -124,8 +124,7 @@ static void cache_purge(uint64_t now) {
  * memory is due to be purged, or 0 if none waits. */
 uint64_t hak_huge_cache_decay(uint64_t now, bool wait) {
   if (hak_option(HAK_OPT_PURGE_DELAY) < 0 || !atomic_load_explicit(&cache_dirty, memory_order_relaxed)) return 0;
-  if (wait) hak_lock(&cache_lock);
-  else if (hak_trylock(&cache_lock) != 0) return now + 1;
+  if (!hak_lock_or_try(&cache_lock, wait)) return now + 1;
   if (now >= cache_purge_at) cache_purge(now);
   uint64_t next = atomic_load_explicit(&cache_dirty, memory_order_relaxed) ? cache_purge_at : 0;
   hak_unlock(&cache_lock);

@@ -775,6 +775,15 @@ static inline void hak_unlock(pthread_mutex_t *m) {
   atomic_signal_fence(memory_order_seq_cst);
   hak_locks_held--;
 }
+/* The lock taken (`wait`), or only if it is free: whether it is held now
+ * (the purger waits; a thread's own purge work skips what is busy). */
+static inline bool hak_lock_or_try(pthread_mutex_t *m, bool wait) {
+  if (wait) {
+    hak_lock(m);
+    return true;
+  }
+  return hak_trylock(m) == 0;
+}
 
 /* ---------------------------------------------------------------- options */
 
@@ -815,6 +824,8 @@ HAK_INTERNAL bool hak_os_huge_pages(void *p, size_t size, bool on);
 HAK_INTERNAL bool hak_os_populate(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);
+/* The earlier of two deadlines in its ms, 0 being none. */
+static inline uint64_t hak_earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
 HAK_INTERNAL unsigned hak_cpu_count(void);
 HAK_INTERNAL size_t hak_process_rss(void);
 HAK_INTERNAL size_t hak_os_map_limit(void);
@@ -859,6 +870,10 @@ HAK_INTERNAL void hak_huge_fork_child(void);
 /* page.c: one page's blocks, as its owner sees them */
 HAK_INTERNAL size_t hak_page_slices_for(size_t bin);
 HAK_INTERNAL void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin);
+/* Most bytes carved from a page's unused area per extension: enough to
+ * amortise the slow path, few enough not to touch memory the program may
+ * never use. */
+#define HAK_EXTEND_BYTES (16 * 1024)
 HAK_INTERNAL void hak_page_extend(hak_page_t *page, bool sparing);
 HAK_INTERNAL void hak_page_take_remote(hak_page_t *page, uintptr_t xfree);
 HAK_INTERNAL void hak_page_use_gathered(hak_page_t *page);

@@ -275,8 +275,7 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
  * the sweep held them.) `wait`: even if a popper holds the queues (else the
  * sweep is skipped). False if pages were left for a later sweep. */
 bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
-  if (wait) hak_lock(&reclaim_lock);
-  else if (hak_trylock(&reclaim_lock) != 0) return false;
+  if (!hak_lock_or_try(&reclaim_lock, wait)) return false;
   hak_page_t *taken = NULL;
   bool complete = true;
   for (size_t bin = 1; bin < HAK_BINS; bin++) {

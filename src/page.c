@@ -15,11 +15,6 @@
 #include "internal.h"
 
 hak_page_t hak_page_empty;   /* free == NULL: the fast path falls through */
-/* Most bytes carved from a page's unused area per extension: enough to
- * amortise the slow path, few enough not to touch memory the program may
- * never use. */
-#define HAK_EXTEND_BYTES (16 * 1024)
-
 /* Bytes of a page's span of `slices` slices that blocks may take: all of
  * it, but in the secure variant its last OS page, the page's guard page
  * (secure.c). reserved follows, and with it the carving and the free fast

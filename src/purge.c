@@ -91,8 +91,6 @@ void hak_purge_clock_refault(hak_purge_clock_t *c, uint64_t now) {
 
 /* ------------------------------------------------------------ due work */
 
-static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
-
 static _Atomic(uint64_t) swept_at;   /* ms: when the last sweep began */
 
 void hak_note_sweep_news_slow(void) {
@@ -150,9 +148,9 @@ static uint64_t held_due(uint64_t now) {
  * The sweep goes first: the spans it frees join the purges. */
 static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
   uint64_t next = heap != NULL ? sweep_due(heap, now, wait) : 0;
-  if (wait) next = earliest(next, held_due(now));   /* the purger only: it walks every span */
-  next = earliest(next, hak_arenas_purge_due(now, wait));
-  return earliest(next, hak_huge_cache_decay(now, wait));
+  if (wait) next = hak_earliest(next, held_due(now));   /* the purger only: it walks every span */
+  next = hak_earliest(next, hak_arenas_purge_due(now, wait));
+  return hak_earliest(next, hak_huge_cache_decay(now, wait));
 }
 
 /* ------------------------------------------------------------ the purger */

@@ -137,7 +137,7 @@ HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t 
 
 /* Link blocks first .. first + n - 1 onto page->free in random order, each
  * with its free tag (secure.h: carving). */
-#define CARVE_MAX (16 * 1024 / HAK_ALIGN)   /* page.c's HAK_EXTEND_BYTES in the smallest class */
+#define CARVE_MAX (HAK_EXTEND_BYTES / HAK_ALIGN)   /* an extension in the smallest class */
 void hak_secure_carve(hak_page_t *page, uint8_t *first, size_t n) {
   uint16_t order[CARVE_MAX];
   if (n > CARVE_MAX) hak_fatal("internal error: carving %zu blocks at once", n);

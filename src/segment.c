@@ -142,7 +142,7 @@ static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
         }
         span_purge(a, s, now);
       }
-      if (s->dirty_slices != 0 && (next == 0 || s->purge_at < next)) next = s->purge_at;
+      if (s->dirty_slices != 0) next = hak_earliest(next, s->purge_at);
     }
   }
   atomic_store_explicit(&a->next_purge, next, memory_order_relaxed);
@@ -158,14 +158,11 @@ uint64_t hak_arenas_purge_due(uint64_t now, bool wait) {
   for (unsigned i = 0; i < arena_count; i++) {
     hak_arena_t *a = &arenas[i];
     uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
-    if (due != 0 && now >= due) {
-      if (wait) hak_lock(&a->lock);
-      if (wait || hak_trylock(&a->lock) == 0) {
-        due = arena_purge(a, now, false);
-        hak_unlock(&a->lock);
-      }
+    if (due != 0 && now >= due && hak_lock_or_try(&a->lock, wait)) {
+      due = arena_purge(a, now, false);
+      hak_unlock(&a->lock);
     }
-    if (due != 0 && (next == 0 || due < next)) next = due;
+    next = hak_earliest(next, due);
   }
   return next;
 }
