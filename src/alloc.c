@@ -367,8 +367,6 @@ static HAK_NOINLINE void *aligned_nothrow_retry(const char *symbol, size_t size,
 }
 #define NEW_NOTHROW              "_ZnwmRKSt9nothrow_t"
 #define NEW_ALIGNED_NOTHROW      "_ZnwmSt11align_val_tRKSt9nothrow_t"
-#define NEW_ARRAY_NOTHROW        "_ZnamRKSt9nothrow_t"
-#define NEW_ARRAY_ALIGNED_NOTHROW "_ZnamSt11align_val_tRKSt9nothrow_t"
 
 #if HAKMEM_SECURE
 /* Each form records its family in the block (secure.h), for delete to
@@ -377,6 +375,8 @@ static HAK_NOINLINE void *aligned_nothrow_retry(const char *symbol, size_t size,
  * form, which calls ours (new[] for new[]). */
 #define NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
 #define NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
+#define NEW_ARRAY_NOTHROW         "_ZnamRKSt9nothrow_t"   /* (the default build's new[] is new) */
+#define NEW_ARRAY_ALIGNED_NOTHROW "_ZnamSt11align_val_tRKSt9nothrow_t"
 
 /* The throwing forms' slow path, when it found no memory (secure.c). */
 void *hak_new_failed(size_t size, unsigned family) {

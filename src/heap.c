@@ -184,6 +184,8 @@ hak_heap_t *hak_heap_shared(void) {
   return shared_heap_acquire();
 }
 
+static void queue_remove(hak_heap_t *heap, hak_page_t *page);   /* below: page queues */
+
 /* Thread exit: abandon every page (empty ones go back to the arena, the
  * others to their reclaim queues), keep the counters, recycle the heap. */
 void hak_heap_thread_done(hak_heap_t *heap) {
@@ -197,7 +199,7 @@ void hak_heap_thread_done(hak_heap_t *heap) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     hak_page_t *page;
     while ((page = heap->queues[bin].first) != NULL) {
-      hak_heap_queue_remove(heap, page);
+      queue_remove(heap, page);
       hak_page_abandon_at_exit(page);
     }
   }
@@ -218,7 +220,7 @@ static void queue_note_alone(hak_page_t *page) {
   if (page != NULL) page->alone = page->next == NULL && page->prev == NULL && page->slice_count == 1;
 }
 
-void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
+static void queue_push_front(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_t *q = &heap->queues[page->bin];
   page->prev = NULL;
   page->next = q->first;
@@ -231,7 +233,7 @@ void hak_heap_queue_push_front(hak_heap_t *heap, hak_page_t *page) {
 
 void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_t *q = &heap->queues[page->bin];
-  if (q->first == NULL) { hak_heap_queue_push_front(heap, page); return; }
+  if (q->first == NULL) { queue_push_front(heap, page); return; }
   page->next = NULL;
   page->prev = q->last;
   q->last->next = page;
@@ -253,7 +255,7 @@ static void queue_first_to_back(hak_heap_t *heap, hak_page_queue_t *q) {
   hak_heap_update_direct(heap, page->bin);
 }
 
-void hak_heap_queue_remove(hak_heap_t *heap, hak_page_t *page) {
+static void queue_remove(hak_heap_t *heap, hak_page_t *page) {
   hak_page_queue_t *q = &heap->queues[page->bin];
   bool was_first = q->first == page;
   if (page->prev) page->prev->next = page->next; else q->first = page->next;
@@ -294,7 +296,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     } else {
       /* Full again, alone, or freed into by other threads: abandon it, so
        * that whoever allocates next reuses what is freed into it. */
-      hak_heap_queue_remove(heap, page);
+      queue_remove(heap, page);
       hak_page_abandon(page, heap, false);
     }
     page = next;
@@ -312,7 +314,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     if (page->free == NULL && page->capacity == page->reserved)
       hak_fatal("internal error: adopted page %p has no free block", (void *)page);
     if (page->free == NULL) hak_page_extend(page, shared);
-    hak_heap_queue_push_front(heap, page);
+    queue_push_front(heap, page);
     return page;
   }
 
@@ -320,7 +322,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   if (page == NULL) return NULL;
   hak_page_init(heap, page, bin);
   hak_page_extend(page, shared);
-  hak_heap_queue_push_front(heap, page);
+  queue_push_front(heap, page);
   hak_page_stat_inc(&hak_page_stats[bin].pages_new);
   return page;
 }
@@ -337,7 +339,7 @@ void hak_heap_abandon_kept(hak_heap_t *heap) {
       for (hak_page_t *page = q->last, *prev; page != NULL && page->kept && page != q->first; page = prev) {
         prev = page->prev;
         if (hak_xlist_first(atomic_load_explicit(&page->xthread_free, memory_order_relaxed)) == NULL) continue;
-        hak_heap_queue_remove(heap, page);
+        queue_remove(heap, page);
         hak_page_abandon(page, heap, false);
       }
       if (q->last == NULL || !q->last->kept) heap->kept_bins[w] &= ~((uint64_t)1 << (bin % 64));
@@ -353,7 +355,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
       hak_page_t *next = page->next;
       hak_page_gather_frees(page);
       if (hak_page_used(page) == 0) {
-        hak_heap_queue_remove(heap, page);
+        queue_remove(heap, page);
         hak_page_free_span(page);
       }
       page = next;
@@ -365,7 +367,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
  * (hak_page_keep_when_empty): return it to the arena. */
 void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page) {
   hak_assert(hak_page_used(page) == 0 && hak_page_is_valid(page));
-  hak_heap_queue_remove(heap, page);
+  queue_remove(heap, page);
   hak_page_free_span(page);
 }
 

@@ -219,8 +219,10 @@ size_t hak_huge_cache_bytes(void) {
 
 /* ------------------------------------------------------------ huge blocks */
 
+static void *giant_alloc(size_t size, size_t align);   /* below */
+
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
-  if (align > HAK_HUGE_ALIGN_MAX) return hak_giant_alloc(size, align);
+  if (align > HAK_HUGE_ALIGN_MAX) return giant_alloc(size, align);
   if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
   size_t offset = huge_offset(align);
   size_t total = hak_align_up(offset + size, HAK_OS_PAGE) + HUGE_GUARD;
@@ -311,7 +313,7 @@ typedef struct giant_s {
 static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
 static giant_t *giants;
 
-void *hak_giant_alloc(size_t size, size_t align) {
+static void *giant_alloc(size_t size, size_t align) {
   if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
   size_t mapped = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
   uint8_t *base = hak_os_alloc_aligned(mapped, HAK_OS_PAGE);

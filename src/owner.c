@@ -46,7 +46,7 @@ static void reclaim_push(hak_page_t *page) {
   } while (!atomic_compare_exchange_weak_explicit(&r->pushed, &head, page, memory_order_release, memory_order_relaxed));
 }
 
-void hak_page_publish(hak_page_t *page) {
+static void page_publish(hak_page_t *page) {
   reclaim_push(page);
   hak_note_sweep_news();
 }
@@ -95,7 +95,7 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
                                                   (old & ~(HAK_XCOUNT_ONE - 1)) + count * HAK_XCOUNT_ONE +
                                                       (uintptr_t)first + state,
                                                   memory_order_acq_rel, memory_order_relaxed));
-  if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) hak_page_publish(page);
+  if ((old & HAK_XSTATE_MASK) == HAK_XSTATE_ABANDONED) page_publish(page);
   return old & HAK_XSTATE_MASK;
 }
 
@@ -129,7 +129,7 @@ void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
                                                   memory_order_release, memory_order_relaxed));
   if (state == HAK_XSTATE_PUBLISHED) {
     if (swept) reclaim_push(page);   /* back where the sweep took it from */
-    else hak_page_publish(page);
+    else page_publish(page);
   }
 }
 

@@ -66,29 +66,29 @@ size_t hak_page_slices_for(size_t bin) {
 
 /* ------------------------------------------------------------ free lists */
 
-/* Keep the free fast path's block check (hak_slice_t) in step with
- * the carved blocks. Pages of several slices keep it 0: their frees take
- * the generic path, which checks with hak_page_is_block_start. */
-static void page_update_check(hak_page_t *page) {
-  if (page->slice_count != 1) return;
-  hak_slice_t *check = hak_page_slice(page), want = hak_slice_check_for(page->block_size, page->capacity);
-  __atomic_store_n(&check->recip, want.recip, __ATOMIC_RELAXED);
-  __atomic_store_n(&check->bound, want.bound, __ATOMIC_RELAXED);
+/* The free fast path's block check of the page's slice (hak_slice_t),
+ * and in the secure variant the page's copy of it for the link checks. */
+static void page_store_check(hak_page_t *page, uint32_t recip, uint32_t bound) {
+  hak_slice_t *check = hak_page_slice(page);
+  __atomic_store_n(&check->recip, recip, __ATOMIC_RELAXED);
+  __atomic_store_n(&check->bound, bound, __ATOMIC_RELAXED);
 #if HAKMEM_SECURE
-  __atomic_store_n(&page->check_recip, want.recip, __ATOMIC_RELAXED);
-  __atomic_store_n(&page->check_bound, want.bound, __ATOMIC_RELAXED);
+  __atomic_store_n(&page->check_recip, recip, __ATOMIC_RELAXED);
+  __atomic_store_n(&page->check_bound, bound, __ATOMIC_RELAXED);
 #endif
 }
 
-static void page_clear_check(hak_page_t *page) {
-  hak_slice_t *check = hak_page_slice(page);
-  __atomic_store_n(&check->recip, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&check->bound, 0, __ATOMIC_RELAXED);
-#if HAKMEM_SECURE
-  __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
-#endif
+/* Keep the check in step with the carved blocks. Pages of several slices
+ * keep it 0: their frees take the generic path, which checks with
+ * hak_page_is_block_start. */
+static void page_update_check(hak_page_t *page) {
+  if (page->slice_count != 1) return;
+  hak_slice_t want = hak_slice_check_for(page->block_size, page->capacity);
+  page_store_check(page, want.recip, want.bound);
 }
+
+/* No block passes the check: a page with nothing carved yet, or freed. */
+static void page_clear_check(hak_page_t *page) { page_store_check(page, 0, 0); }
 
 void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   size_t bs = hak_bin_size(bin);
@@ -96,6 +96,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->gathered = NULL;
   hak_page_used_set(page, 0);
   __atomic_store_n(&page->capacity, 0, __ATOMIC_RELAXED);
+  page_clear_check(page);   /* nothing carved yet */
   page->reserved = (uint16_t)(page_room(page->slice_count) / bs);
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;

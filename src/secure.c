@@ -126,8 +126,6 @@ static uint64_t random_next(void) {
 void hak_secure_page_init(hak_page_t *page) {
   page->secret = page->remote_secret = random_next();
   page->remote_block_size = page->block_size;
-  __atomic_store_n(&page->check_recip, 0, __ATOMIC_RELAXED);   /* until page_update_check, one slice */
-  __atomic_store_n(&page->check_bound, 0, __ATOMIC_RELAXED);
 }
 
 HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b) {
@@ -739,8 +737,6 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
   secure_free_slow(p, op);
 }
 
-void hak_secure_free(void *p, hak_op_t op) { secure_free(p, op); }
-
 /* Each form of C++ delete (free.c), its op known here. */
 void hak_secure_delete(void *p) { secure_free(p, HAK_OP_DELETE); }
 void hak_secure_delete_array(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY); }
@@ -779,7 +775,7 @@ size_t hak_secure_usable_size(const void *p) {
  * (mremap, its guard page moved to its new end). */
 void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
-  if (size == 0) { hak_secure_free(p, HAK_OP_REALLOC); return NULL; }
+  if (size == 0) { secure_free(p, HAK_OP_REALLOC); return NULL; }
   hak_block_ref_t ref;
   size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
   size_t need = hak_secure_request(size);
@@ -798,7 +794,7 @@ void *hak_secure_realloc(void *p, size_t size) {
   if (q == NULL) q = hak_secure_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
   memcpy(q, p, old < size ? old : size);
-  hak_secure_free(p, HAK_OP_FREE);
+  hak_secure_free_plain(p);
   return q;
 }
 

@@ -90,12 +90,12 @@ static inline size_t hak_secure_request(size_t size) {
  * the aligned functions) with free or realloc; new with delete; new[]
  * with delete[]; the align_val_t forms with their own. The nothrow forms
  * are their family's. malloc_usable_size reads any block (as ASan's). */
-typedef enum {
+enum {
   HAK_FAMILY_MALLOC = 0,
   HAK_FAMILY_NEW = 1,
   HAK_FAMILY_NEW_ARRAY = 2,
   HAK_FAMILY_ALIGNED = 4,                /* flag: the align_val_t forms of new and new[] */
-} hak_family_t;
+};
 
 HAK_INTERNAL void *hak_secure_handout(void *p, size_t size);
 HAK_INTERNAL void *hak_secure_set_family(void *p, unsigned family);
@@ -103,8 +103,7 @@ HAK_INTERNAL void *hak_secure_malloc(size_t size);
 HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);            /* the nothrow forms */
 HAK_INTERNAL void *hak_secure_new_throwing(size_t size, unsigned family);   /* the others */
 HAK_INTERNAL void *hak_new_failed(size_t size, unsigned family);            /* alloc.c: new handler, bad_alloc */
-HAK_INTERNAL void  hak_secure_free(void *p, hak_op_t op);
-HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* hak_secure_free(p, HAK_OP_FREE) */
+HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* free */
 HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the C++ deletes */
 HAK_INTERNAL void  hak_delete_array(void *p);
 HAK_INTERNAL void  hak_delete_aligned(void *p);
