@@ -182,8 +182,8 @@ static bool take_back(hak_heap_t *heap, hak_page_t *page) {
 /* Whether a free into this page is local: the heap owns it, or abandoned it
  * full and takes it back now. */
 static bool owned_or_taken_back(hak_heap_t *heap, hak_page_t *page) {
-  uintptr_t mine = (uintptr_t)heap, owner_heap = HAK_OWNER_HEAP(hak_page_owner(page));
-  return owner_heap == mine || (owner_heap == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
+  uintptr_t mine = (uintptr_t)heap, owner = HAK_OWNER_UNCOUNTED(hak_page_owner(page));
+  return owner == mine || (owner == (mine | HAK_OWNER_ABANDONED) && take_back(heap, page));
 }
 
 /* The frees free_in_slice does not take first: large and huge blocks,

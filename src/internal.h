@@ -208,7 +208,9 @@ enum {
  * the direct table stays empty and every owner word carries the bit, so
  * every malloc and free takes the generic path, which counts. */
 extern uintptr_t hak_owner_counted HAK_INTERNAL;
-#define HAK_OWNER_HEAP(owner) ((owner) & ~(uintptr_t)HAK_OWNER_COUNTED)
+/* An owner word without the counted bit: the heap, with the abandoned bit
+ * if it abandoned the page. */
+#define HAK_OWNER_UNCOUNTED(owner) ((owner) & ~(uintptr_t)HAK_OWNER_COUNTED)
 
 /* A page descriptor: one per slice of a segment, describing the span that
  * starts at that slice (the descriptors of a span's other slices are unused).

@@ -197,7 +197,7 @@ typedef enum { ADOPT_FULLEST, ADOPT_EMPTIEST, ADOPT_FIRST } adopt_rule_t;
 
 /* The heap that abandoned a page nobody owns, or NULL (its thread exited). */
 static hak_heap_t *last_owner(const hak_page_t *page) {
-  return (hak_heap_t *)(HAK_OWNER_HEAP(hak_page_owner(page)) & ~(uintptr_t)HAK_OWNER_ABANDONED);
+  return (hak_heap_t *)(HAK_OWNER_UNCOUNTED(hak_page_owner(page)) & ~(uintptr_t)HAK_OWNER_ABANDONED);
 }
 
 static adopt_rule_t adopt_rule(const hak_page_t *first) {
