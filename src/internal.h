@@ -826,7 +826,7 @@ HAK_INTERNAL bool hak_os_huge_pages(void *p, size_t size, bool on);
 HAK_INTERNAL bool hak_os_populate(void *p, size_t size);
 HAK_INTERNAL bool  hak_os_resize_in_place(void *p, size_t old_size, size_t new_size);
 HAK_INTERNAL uint64_t hak_clock_ms(void);
-/* The earlier of two deadlines in its ms, 0 being none. */
+/* The earlier of two deadlines (hak_clock_ms), 0 meaning none. */
 static inline uint64_t hak_earliest(uint64_t a, uint64_t b) { return a == 0 || (b != 0 && b < a) ? b : a; }
 HAK_INTERNAL unsigned hak_cpu_count(void);
 HAK_INTERNAL size_t hak_process_rss(void);
