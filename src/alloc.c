@@ -53,11 +53,11 @@ static void *malloc_medium(size_t size, hak_heap_t *heap) {
   if (size <= HAK_RECENT_MAX) {
     size_t i = hak_recent_index(size);
     hak_recent_t *r = &heap->recent[i];
-    if (r->count > 0) {   /* still in this core's cache, likely */
+    unsigned count = r->count;
+    if (count > 0) {   /* still in this core's cache, likely */
       if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
-      hak_block_t *b = r->slot[r->top];
-      r->top = (uint8_t)((r->top + HAK_RECENT_DEPTH - 1u) % HAK_RECENT_DEPTH);
-      r->count--;
+      hak_block_t *b = r->slot[--count];
+      r->count = (uint8_t)count;
       b->free_tag = 0;
       return b;
     }

@@ -230,25 +230,22 @@ static void kept_release(hak_heap_t *heap, hak_block_t *b) {
   }
 }
 
-/* The oldest block of a ring that holds one. */
-static inline hak_block_t *recent_oldest(const hak_recent_t *r) {
-  return r->slot[(r->top + HAK_RECENT_DEPTH + 1u - r->count) % HAK_RECENT_DEPTH];
-}
-
 /* How many of the ring's blocks lie in the page's span. */
 static unsigned recent_in_page(const hak_recent_t *r, const hak_page_t *page) {
   const uint8_t *start = hak_page_area(page), *end = start + ((size_t)page->slice_count << HAK_SLICE_SHIFT);
   unsigned n = 0;
-  for (unsigned i = 0; i < r->count; i++) {
-    const uint8_t *b = (const uint8_t *)r->slot[(r->top + HAK_RECENT_DEPTH - i) % HAK_RECENT_DEPTH];
-    n += b >= start && b < end;
-  }
+  for (unsigned i = 0; i < r->count; i++) n += (const uint8_t *)r->slot[i] >= start && (const uint8_t *)r->slot[i] < end;
   return n;
 }
 
-/* Give the ring's oldest blocks back to their pages until `keep` are left. */
+/* Give the ring's oldest blocks back to their pages until `keep` are left
+ * (the newest, moved down to its first slots). */
 static void recent_release_down_to(hak_heap_t *heap, hak_recent_t *r, unsigned keep) {
-  for (; r->count > keep; r->count--) kept_release(heap, recent_oldest(r));
+  if (r->count <= keep) return;
+  unsigned drop = r->count - keep;
+  for (unsigned i = 0; i < drop; i++) kept_release(heap, r->slot[i]);
+  for (unsigned i = 0; i < keep; i++) r->slot[i] = r->slot[drop + i];
+  r->count = (uint8_t)keep;
 }
 
 /* If nothing of the page is in use but blocks in the ring, let the ring go
@@ -271,14 +268,15 @@ static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   hak_assert(!hak_owner_counted);   /* (counted frees keep nothing: malloc_medium pops the rings uncounted) */
   mark_free(b, page);
   hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
-  unsigned top = (r->top + 1u) % HAK_RECENT_DEPTH, count = r->count;
-  hak_block_t *oldest = r->slot[top];   /* a full ring's oldest block is where b goes */
-  r->slot[top] = b;
-  r->top = (uint8_t)top;
+  unsigned count = r->count;
   if (count == HAK_RECENT_DEPTH) {
+    hak_block_t *oldest = r->slot[0];
+    for (unsigned i = 1; i < HAK_RECENT_DEPTH; i++) r->slot[i - 1] = r->slot[i];
+    r->slot[HAK_RECENT_DEPTH - 1] = b;
     recent_evict(heap, r, page, oldest);
     return;
   }
+  r->slot[count] = b;
   r->count = (uint8_t)++count;
   if (hak_unlikely(hak_page_used(page) <= count)) release_if_only_kept(heap, r, page);
 }
@@ -457,9 +455,10 @@ void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
 #endif
 
 /* A checked block of a page this heap owns: a medium one waits in
- * heap->recent, the rest go onto their page's free list. */
+ * heap->recent, the rest go onto their page's free list. (The ring's
+ * classes all have pages of several slices: hak_page_slices_for.) */
 static inline void owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  if (page->slice_count > 1 && hak_bin_has_recent(page->bin) && hak_likely(!hak_tracking))
+  if (hak_bin_has_recent(page->bin) && hak_likely(!hak_tracking))
     keep_recent(heap, page, b);
   else free_local(heap, page, b);
 }

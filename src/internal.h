@@ -632,16 +632,16 @@ static inline uint64_t hak_counter_get(const hak_counter_t *c) {
   return atomic_load_explicit((hak_counter_t *)c, memory_order_relaxed);
 }
 
-/* The medium blocks of one class its thread freed last, newest at `top`,
- * oldest `count - 1` slots before it (a ring: a free into a full one
- * pushes the oldest out to its page). */
+/* The medium blocks of one class its thread freed last: `count` of them,
+ * oldest first, so the newest is slot[count - 1] (a free into a full one
+ * pushes slot[0], the oldest, out to its page, and the others down). */
 #define HAK_RECENT_FIRST  57          /* hak_bin_of(HAK_SMALL_MAX + 1) (unit_size_classes checks) */
 #define HAK_RECENT_BINS   16          /* ... to hak_bin_of(HAK_RECENT_MAX) */
 #define HAK_RECENT_MAX    (32 * 1024)
 #define HAK_RECENT_DEPTH  4
 typedef struct hak_recent_s {
   hak_block_t *slot[HAK_RECENT_DEPTH];
-  uint8_t top, count;
+  uint8_t count;
 } hak_recent_t;
 
 /* Whether blocks of class `bin` wait in heap->recent when freed (the
@@ -649,12 +649,15 @@ typedef struct hak_recent_s {
 static inline bool hak_bin_has_recent(size_t bin) { return bin - HAK_RECENT_FIRST < HAK_RECENT_BINS; }
 
 /* hak_bin_of(size) - HAK_RECENT_FIRST for HAK_SMALL_MAX < size <=
- * HAK_RECENT_MAX, where the power of two below size - 1 is 2^13 or 2^14:
- * the medium malloc's ring lookup, without hak_bin_of's bit scan
+ * HAK_RECENT_MAX: the medium malloc's ring lookup, one table load instead
+ * of hak_bin_of's bit scan. The classes there are 1 KiB apart up to 16 KiB
+ * and 2 KiB apart above, so (size - 1) / 1 KiB picks one
  * (unit_size_classes checks every size). */
 static inline size_t hak_recent_index(size_t size) {
-  size_t w = size - 1, upper = w >> 14;   /* 0: up to 16 KiB; 1: above */
-  return upper * 8 + ((w >> (10 + upper)) & 7);
+  static const uint8_t by_kib[(HAK_RECENT_MAX - HAK_SMALL_MAX) >> 10] = {
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15,
+  };
+  return by_kib[((size - 1) >> 10) - (HAK_SMALL_MAX >> 10)];
 }
 
 /* The foreign cache (free.c): small blocks of other threads' pages that

@@ -21,7 +21,7 @@ static bool xlist_empty(hak_page_t *page) { return hak_xlist_first(atomic_load(&
 static void *recent_newest(hak_heap_t *heap, size_t bin) {
   if (!hak_bin_has_recent(bin)) return NULL;
   hak_recent_t *r = &heap->recent[bin - HAK_RECENT_FIRST];
-  return r->count > 0 ? r->slot[r->top] : NULL;
+  return r->count > 0 ? r->slot[r->count - 1] : NULL;
 }
 
 /* The page's owner word names this heap (with HAK_OWNER_COUNTED where every
