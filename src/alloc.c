@@ -52,12 +52,11 @@ static void *malloc_medium(size_t size, hak_heap_t *heap) {
   size_t bin;
   if (size <= HAK_RECENT_MAX) {
     size_t i = hak_recent_index(size);
-    hak_recent_t *r = &heap->recent[i];
-    unsigned count = r->count;
+    unsigned count = heap->recent_count[i];
     if (count > 0) {   /* still in this core's cache, likely */
       if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
-      hak_block_t *b = r->slot[--count];
-      r->count = (uint8_t)count;
+      hak_block_t *b = heap->recent[i].slot[--count];
+      heap->recent_count[i] = (uint8_t)count;
       b->free_tag = 0;
       return b;
     }

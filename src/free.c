@@ -230,55 +230,62 @@ static void kept_release(hak_heap_t *heap, hak_block_t *b) {
   }
 }
 
-/* How many of the ring's blocks lie in the page's span. */
-static unsigned recent_in_page(const hak_recent_t *r, const hak_page_t *page) {
+/* How many of ring i's blocks lie in the page's span. */
+static unsigned recent_in_page(const hak_heap_t *heap, size_t i, const hak_page_t *page) {
   const uint8_t *start = hak_page_area(page), *end = start + ((size_t)page->slice_count << HAK_SLICE_SHIFT);
+  const hak_recent_t *r = &heap->recent[i];
   unsigned n = 0;
-  for (unsigned i = 0; i < r->count; i++) n += (const uint8_t *)r->slot[i] >= start && (const uint8_t *)r->slot[i] < end;
+  for (unsigned k = 0; k < heap->recent_count[i]; k++)
+    n += (const uint8_t *)r->slot[k] >= start && (const uint8_t *)r->slot[k] < end;
   return n;
 }
 
-/* Give the ring's oldest blocks back to their pages until `keep` are left
+/* Give ring i's oldest blocks back to their pages until `keep` are left
  * (the newest, moved down to its first slots). */
-static void recent_release_down_to(hak_heap_t *heap, hak_recent_t *r, unsigned keep) {
-  if (r->count <= keep) return;
-  unsigned drop = r->count - keep;
-  for (unsigned i = 0; i < drop; i++) kept_release(heap, r->slot[i]);
-  for (unsigned i = 0; i < keep; i++) r->slot[i] = r->slot[drop + i];
-  r->count = (uint8_t)keep;
+static void recent_release_down_to(hak_heap_t *heap, size_t i, unsigned keep) {
+  hak_recent_t *r = &heap->recent[i];
+  unsigned count = heap->recent_count[i];
+  if (count <= keep) return;
+  unsigned drop = count - keep;
+  for (unsigned k = 0; k < drop; k++) kept_release(heap, r->slot[k]);
+  for (unsigned k = 0; k < keep; k++) r->slot[k] = r->slot[drop + k];
+  heap->recent_count[i] = (uint8_t)keep;
 }
 
-/* If nothing of the page is in use but blocks in the ring, let the ring go
+/* If nothing of the page is in use but blocks in ring i, let the ring go
  * now, so that the page goes back to its arena: kept, those blocks would
  * pin it for as long as the thread allocates nothing of the class (an idle
  * thread: for ever; 16 such threads held 38 MiB after malloc_trim). */
-static HAK_NOINLINE void release_if_only_kept(hak_heap_t *heap, hak_recent_t *r, const hak_page_t *page) {
-  if (hak_page_used(page) == recent_in_page(r, page)) recent_release_down_to(heap, r, 0);
+static HAK_NOINLINE void release_if_only_kept(hak_heap_t *heap, size_t i, const hak_page_t *page) {
+  if (hak_page_used(page) == recent_in_page(heap, i, page)) recent_release_down_to(heap, i, 0);
 }
 
-/* A full ring: its oldest block goes back to its page (which may be b's,
+/* A full ring i: its oldest block goes back to its page (which may be b's,
  * so the test of release_if_only_kept comes after). */
-static HAK_NOINLINE void recent_evict(hak_heap_t *heap, hak_recent_t *r, hak_page_t *page, hak_block_t *oldest) {
+static HAK_NOINLINE void recent_evict(hak_heap_t *heap, size_t i, hak_page_t *page, hak_block_t *oldest) {
   kept_release(heap, oldest);
-  if (hak_unlikely(hak_page_used(page) <= HAK_RECENT_DEPTH)) release_if_only_kept(heap, r, page);
+  if (hak_unlikely(hak_page_used(page) <= HAK_RECENT_DEPTH)) release_if_only_kept(heap, i, page);
 }
 
-/* (Every call in tail position, so that it saves no registers.) */
-static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
+/* b into the ring of its class, `bin`. (Inlined in its two callers, each
+ * of whose calls is in tail position, so that they save no registers.) */
+static inline __attribute__((always_inline)) void keep_recent(hak_heap_t *heap, hak_page_t *page, size_t bin,
+                                                              hak_block_t *b) {
   hak_assert(!hak_owner_counted);   /* (counted frees keep nothing: malloc_medium pops the rings uncounted) */
   mark_free(b, page);
-  hak_recent_t *r = &heap->recent[page->bin - HAK_RECENT_FIRST];
-  unsigned count = r->count;
+  size_t i = bin - HAK_RECENT_FIRST;
+  hak_recent_t *r = &heap->recent[i];
+  unsigned count = heap->recent_count[i];
   if (count == HAK_RECENT_DEPTH) {
     hak_block_t *oldest = r->slot[0];
-    for (unsigned i = 1; i < HAK_RECENT_DEPTH; i++) r->slot[i - 1] = r->slot[i];
+    for (unsigned k = 1; k < HAK_RECENT_DEPTH; k++) r->slot[k - 1] = r->slot[k];
     r->slot[HAK_RECENT_DEPTH - 1] = b;
-    recent_evict(heap, r, page, oldest);
+    recent_evict(heap, i, page, oldest);
     return;
   }
   r->slot[count] = b;
-  r->count = (uint8_t)++count;
-  if (hak_unlikely(hak_page_used(page) <= count)) release_if_only_kept(heap, r, page);
+  heap->recent_count[i] = (uint8_t)++count;
+  if (hak_unlikely(hak_page_used(page) <= count)) release_if_only_kept(heap, i, page);
 }
 
 /* Give the blocks kept in heap->recent back to their pages, all but the
@@ -286,7 +293,7 @@ static void keep_recent(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
  * but one at the heartbeat (alloc.c), so blocks of classes the thread has
  * stopped using (a buffer realloc grew past them) do not stay for good. */
 void hak_heap_flush_recent(hak_heap_t *heap, unsigned keep) {
-  for (size_t i = 0; i < HAK_RECENT_BINS; i++) recent_release_down_to(heap, &heap->recent[i], keep);
+  for (size_t i = 0; i < HAK_RECENT_BINS; i++) recent_release_down_to(heap, i, keep);
 }
 
 /* ------------------------------------------------------------ foreign cache */
@@ -370,7 +377,7 @@ static HAK_NOINLINE void keep_unless_last(hak_heap_t *heap, hak_page_t *f, size_
 static HAK_NOINLINE void keep_or_send(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   size_t bin = atomic_load_explicit(&page->bin, memory_order_relaxed);
   if (hak_bin_has_recent(bin)) {
-    keep_recent(heap, page, b);
+    keep_recent(heap, page, bin, b);
     return;
   }
   hak_page_t *f = bin < HAK_FOREIGN_BINS ? &heap->foreign[bin] : NULL;   /* (none: medium classes above 32 KiB,
@@ -458,8 +465,9 @@ void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
  * heap->recent, the rest go onto their page's free list. (The ring's
  * classes all have pages of several slices: hak_page_slices_for.) */
 static inline void owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
-  if (hak_bin_has_recent(page->bin) && hak_likely(!hak_tracking))
-    keep_recent(heap, page, b);
+  size_t bin = atomic_load_explicit(&page->bin, memory_order_relaxed);
+  if (hak_bin_has_recent(bin) && hak_likely(!hak_tracking))
+    keep_recent(heap, page, bin, b);
   else free_local(heap, page, b);
 }
 

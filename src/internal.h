@@ -632,16 +632,16 @@ static inline uint64_t hak_counter_get(const hak_counter_t *c) {
   return atomic_load_explicit((hak_counter_t *)c, memory_order_relaxed);
 }
 
-/* The medium blocks of one class its thread freed last: `count` of them,
- * oldest first, so the newest is slot[count - 1] (a free into a full one
- * pushes slot[0], the oldest, out to its page, and the others down). */
+/* The medium blocks of one class its thread freed last: the heap's
+ * recent_count[i] of them, oldest first, so the newest is slot[count - 1]
+ * (a free into a full ring pushes slot[0], the oldest, out to its page,
+ * and the others down). 32 bytes, so a class's ring is found by a shift. */
 #define HAK_RECENT_FIRST  57          /* hak_bin_of(HAK_SMALL_MAX + 1) (unit_size_classes checks) */
 #define HAK_RECENT_BINS   16          /* ... to hak_bin_of(HAK_RECENT_MAX) */
 #define HAK_RECENT_MAX    (32 * 1024)
 #define HAK_RECENT_DEPTH  4
 typedef struct hak_recent_s {
   hak_block_t *slot[HAK_RECENT_DEPTH];
-  uint8_t count;
 } hak_recent_t;
 
 /* Whether blocks of class `bin` wait in heap->recent when freed (the
@@ -722,6 +722,7 @@ typedef struct hak_heap_s {
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
+  uint8_t recent_count[HAK_RECENT_BINS]; /* ... how many in each ring */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;

@@ -20,8 +20,8 @@ static bool xlist_empty(hak_page_t *page) { return hak_xlist_first(atomic_load(&
 /* The block heap->recent hands out next for class `bin`, or NULL. */
 static void *recent_newest(hak_heap_t *heap, size_t bin) {
   if (!hak_bin_has_recent(bin)) return NULL;
-  hak_recent_t *r = &heap->recent[bin - HAK_RECENT_FIRST];
-  return r->count > 0 ? r->slot[r->count - 1] : NULL;
+  size_t i = bin - HAK_RECENT_FIRST, count = heap->recent_count[i];
+  return count > 0 ? heap->recent[i].slot[count - 1] : NULL;
 }
 
 /* The page's owner word names this heap (with HAK_OWNER_COUNTED where every
