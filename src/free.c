@@ -342,6 +342,18 @@ static void flush_class(hak_heap_t *heap, size_t bin) {
   hak_heap_foreign_reset(heap, bin);
 }
 
+/* How many blocks each small class keeps at most: HAK_FOREIGN_BLOCKS, and
+ * no more than HAK_FOREIGN_BYTES (rounded up to a block). Set at process
+ * start; one load on the free path instead of two bounds tested. */
+static uint8_t foreign_cap[HAK_FOREIGN_BINS];
+
+void hak_foreign_init(void) {
+  for (size_t bin = 1; bin < HAK_FOREIGN_BINS; bin++) {
+    size_t by_bytes = (HAK_FOREIGN_BYTES + hak_bin_size(bin) - 1) / hak_bin_size(bin);
+    foreign_cap[bin] = (uint8_t)(by_bytes < HAK_FOREIGN_BLOCKS ? by_bytes : HAK_FOREIGN_BLOCKS);
+  }
+}
+
 /* b onto its class's list f, which held `held` blocks. Half full, the
  * class's mallocs take from there until it runs out (switching at the
  * first block would switch back and forth). */
@@ -352,7 +364,7 @@ static inline void foreign_push(hak_heap_t *heap, hak_page_t *f, size_t bin, hak
   f->free = b;
   f->capacity++;
   held++;
-  if (!f->alone && (held * 2 >= HAK_FOREIGN_BLOCKS || held * page->block_size * 2 >= HAK_FOREIGN_BYTES)) {
+  if (!f->alone && held * 2 >= foreign_cap[bin]) {
     f->alone = true;
     hak_heap_update_direct(heap, bin);
   }
@@ -380,10 +392,13 @@ static HAK_NOINLINE void keep_or_send(hak_heap_t *heap, hak_page_t *page, hak_bl
     keep_recent(heap, page, bin, b);
     return;
   }
-  hak_page_t *f = bin < HAK_FOREIGN_BINS ? &heap->foreign[bin] : NULL;   /* (none: medium classes above 32 KiB,
-                                                                              the shared heap's own) */
-  size_t held = f != NULL ? hak_foreign_held(f) : HAK_FOREIGN_BLOCKS;
-  if (held >= HAK_FOREIGN_BLOCKS || held * page->block_size >= HAK_FOREIGN_BYTES) free_remote(page, b);
+  if (bin >= HAK_FOREIGN_BINS) {   /* medium classes above 32 KiB, the shared heap's own: none kept */
+    free_remote(page, b);
+    return;
+  }
+  hak_page_t *f = &heap->foreign[bin];
+  size_t held = hak_foreign_held(f);
+  if (held >= foreign_cap[bin]) free_remote(page, b);
   else if (hak_unlikely(hak_page_used(page) <= held + 1)) keep_unless_last(heap, f, bin, page, b, held);
   else foreign_push(heap, f, bin, page, b, held);
 }

@@ -96,6 +96,7 @@ void hak_process_init(void) {
   hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF || tracked ? HAK_OWNER_COUNTED : 0;
   hak_arenas_init();
   hak_heap_direct_init();
+  hak_foreign_init();
   hak_heap_key_create();   /* before "ready": every heap made after must register for thread exit */
 #if HAKMEM_SECURE
   hak_secure_keys_init();   /* before "ready": the fast paths read them unchecked */

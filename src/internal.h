@@ -1000,10 +1000,12 @@ HAK_INTERNAL size_t hak_aligned_request(size_t size, size_t align);
 HAK_INTERNAL void  hak_free_generic(void *p, hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_flush_recent(hak_heap_t *heap, unsigned keep);
 #if HAKMEM_SECURE   /* (no foreign cache: its free-list links are checked against their own page) */
+static inline void hak_foreign_init(void) {}
 static inline void hak_heap_flush_foreign(hak_heap_t *heap) { (void)heap; }
 static inline void hak_heap_foreign_done(hak_heap_t *heap) { (void)heap; }
 static inline void hak_heap_foreign_heartbeat(hak_heap_t *heap) { (void)heap; }
 #else
+HAK_INTERNAL void  hak_foreign_init(void);   /* at process start: each class's bound (free.c) */
 HAK_INTERNAL void  hak_heap_flush_foreign(hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_foreign_done(hak_heap_t *heap);
 HAK_INTERNAL void  hak_heap_foreign_heartbeat(hak_heap_t *heap);
