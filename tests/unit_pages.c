@@ -402,7 +402,7 @@ static void free_recent_block_twice(void) {
   hak_free(p);
 }
 
-/* Fills its ring past full (so it has wrapped), then exits. */
+/* Fills its ring past full (so its oldest blocks were pushed out), then exits. */
 static void *free_some_and_exit(void *arg) {
   void **out = arg;
   for (size_t i = 0; i < 2 * HAK_RECENT_DEPTH + 1; i++) out[i] = hak_malloc(RECENT_SIZE);

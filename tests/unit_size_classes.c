@@ -39,7 +39,6 @@ static void shared_heap_steps_by_lines_from_1_to_4_kib(void) {
     CHECKF(hak_shared_bin_of(hak_bin_size(bin)) == bin, "bin %zu (%zu) maps elsewhere", bin, hak_bin_size(bin));
 }
 
-/* heap->recent keeps the medium classes above HAK_SMALL_MAX up to 32 KiB. */
 /* What aligned allocation rests on (alloc.c, alloc_aligned): for every
  * alignment from 32 B to a slice, the class a multiple of it gets (a thread
  * heap's, and the shared heap's up to HAK_SMALL_MAX) is a multiple of it. */
@@ -53,6 +52,7 @@ static void classes_of_multiples_keep_their_alignment(void) {
     }
 }
 
+/* heap->recent keeps the medium classes above HAK_SMALL_MAX up to 32 KiB. */
 static void recent_classes_are_the_medium_ones_up_to_32_kib(void) {
   for (size_t size = HAK_SMALL_MAX + 1; size <= HAK_RECENT_MAX; size++)
     CHECKF(HAK_RECENT_FIRST + hak_recent_index(size) == hak_bin_of(size), "size %zu: ring %zu, class %zu",
