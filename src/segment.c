@@ -310,8 +310,9 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   return span;
 }
 
-/* Return a page's or a large block's span to its segment's arena, merging it with free
- * neighbours. A segment left fully free is kept (a few per arena) or unmapped. */
+/* Return a page's or a large block's span to its segment's arena, merging
+ * it with free neighbours. A segment left fully free is kept (a few per
+ * arena) or unmapped. */
 void hak_span_free(hak_page_t *span) {
   hak_segment_t *seg = hak_segment_of(span);
   hak_arena_t *a = seg->arena;

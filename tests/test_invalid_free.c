@@ -160,8 +160,8 @@ static void double_free_huge(void) { double_free_of_size(40 * MiB); }
 /* The same misuses by a thread that does not own the page: its frees take
  * the remote route (src/free.c, free_in_slice), whose exact check must
  * catch them as the owner's does: the slice's check for a one-slice page,
- * hak_page_is_block_start for a medium block's page of several slices. The owner
- * stays alive and keeps its heap, so the page stays owned. */
+ * hak_page_is_block_start for a medium block's page of several slices. The
+ * owner stays alive and keeps its heap, so the page stays owned. */
 static struct { char *handed_out, *page; size_t block_size; } lent;
 static pthread_barrier_t lent_ready;
 
