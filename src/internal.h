@@ -78,6 +78,8 @@
 #define HAK_SLICES             (HAK_SEGMENT_SIZE / HAK_SLICE_SIZE)   /* 512 */
 #define HAK_OS_PAGE            4096
 #define HAK_THP_SIZE           ((size_t)2 << 20)   /* a transparent huge page (x86-64; arm64 with 4 KiB pages) */
+#define HAK_STRETCHES          (HAK_SEGMENT_SIZE / HAK_THP_SIZE)   /* 16 per segment (segment.c) */
+#define HAK_STRETCH_SLICES     (HAK_THP_SIZE / HAK_SLICE_SIZE)     /* 32 */
 
 #define HAK_ALIGN              16          /* every block is 16-byte aligned */
 /* The tiers (docs/design.md §1): small blocks (one-slice pages, the fast
@@ -274,7 +276,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
 typedef struct hak_page_s {
   union {
     hak_block_t *free;                   /* page: blocks ready to allocate */
-    uint64_t purge_at;                   /* free span: ms when it is purged */
+    uint64_t purge_at;                   /* free span: ms when it is purged; HAK_PURGE_KEPT: not until it
+                                            changes (it lies in a dense huge-page stretch, segment.c) */
   };
   hak_block_t *gathered;                 /* remote frees the owner took while `free` was not empty:
                                             `free` once it runs out (the owner's own frees go first) */
@@ -405,6 +408,11 @@ typedef struct hak_segment_s {
   struct hak_arena_s *arena;             /* owner of the span lists; NULL: huge */
   struct hak_segment_s *next, *prev;     /* arena's segment list */
   uint32_t used_slices;                  /* slices in pages and large blocks */
+  /* Its 2 MiB stretches (segment.c): which are advised for transparent huge
+   * pages, and how many slices of each are in pages and large blocks. Both
+   * under the arena lock. */
+  uint16_t huge_stretches;
+  uint8_t stretch_used[HAK_STRETCHES];
   hak_slice_t slices[HAK_SLICES];
   hak_page_t pages[HAK_SLICES];
 } hak_segment_t;
@@ -846,6 +854,7 @@ HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
 HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
+HAK_INTERNAL uint64_t hak_arena_purge_due(hak_arena_t *a, uint64_t now, bool wait);
 HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
@@ -968,6 +977,7 @@ HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const 
 /* purge.c */
 #define HAK_PURGE_DELAY_MAX 500          /* ms: most an arena's delay adapts up to */
 #define HAK_PURGE_RETRY     1000         /* ms: wait before retrying a purge that failed */
+#define HAK_PURGE_KEPT      UINT64_MAX   /* a free span's purge_at: kept resident (segment.c) */
 HAK_INTERNAL void hak_purge_due_work(hak_heap_t *heap);
 HAK_INTERNAL void hak_purger_consider_start(void);
 /* A page was published, or a block freed into a published page (which may
@@ -1040,6 +1050,7 @@ extern _Atomic(int64_t) hak_stat_purged HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_huge_cache_hits HAK_INTERNAL, hak_stat_huge_cache_misses HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_huge_count HAK_INTERNAL, hak_stat_segments_released HAK_INTERNAL;
 extern _Atomic(int64_t) hak_stat_large_count HAK_INTERNAL, hak_stat_large_bytes HAK_INTERNAL;
+extern _Atomic(int64_t) hak_stat_huge_stretches HAK_INTERNAL;   /* segment.c */
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #include "secure.h"

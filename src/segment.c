@@ -80,6 +80,15 @@ static size_t slices_count(const hak_page_t *first, size_t n, uint8_t state) {
   return count;
 }
 
+/* A dirty free span will be due for its purge at `at`. */
+static void arena_note_due(hak_arena_t *a, uint64_t at) {
+  uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
+  if (hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || at < due)) {
+    atomic_store_explicit(&a->next_purge, at, memory_order_relaxed);
+    hak_note_pending_work(at);
+  }
+}
+
 static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty, uint64_t purge_at) {
   span->span_kind = HAK_SPAN_FREE;
   span->slice_count = (uint16_t)n;
@@ -93,11 +102,7 @@ static void span_insert(hak_arena_t *a, hak_page_t *span, size_t n, size_t dirty
   span->next = a->spans[b];
   if (span->next) span->next->prev = span;
   a->spans[b] = span;
-  uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
-  if (dirty > 0 && hak_option(HAK_OPT_PURGE_DELAY) >= 0 && (due == 0 || purge_at < due)) {
-    atomic_store_explicit(&a->next_purge, purge_at, memory_order_relaxed);
-    hak_note_pending_work(purge_at);
-  }
+  if (dirty > 0 && purge_at != HAK_PURGE_KEPT) arena_note_due(a, purge_at);
 }
 
 static void span_remove(hak_arena_t *a, hak_page_t *span) {
@@ -109,22 +114,138 @@ static void span_remove(hak_arena_t *a, hak_page_t *span) {
 
 static void segment_release(hak_arena_t *a, hak_segment_t *seg);
 
-/* Purge a free span. If the OS refuses, its slices stay dirty (so calloc
- * still clears what it takes from them) and it is tried again later. */
-static void span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now) {
-  if (hak_os_purge(hak_page_area(span), (size_t)span->slice_count * HAK_SLICE_SIZE) == HAK_PURGE_FAILED) {
-    span->purge_at = now + HAK_PURGE_RETRY;
-    return;
-  }
-  atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)span->dirty_slices * (int64_t)HAK_SLICE_SIZE, memory_order_relaxed);
-  slices_mark(span, span->slice_count, HAK_SLICE_PURGED);
-  span->dirty_slices = 0;
-  a->clock.purged_at = now;
+/* ------------------------------------------------------------ huge-page stretches */
+
+/* A segment is 16 stretches of 2 MiB, each the size and alignment of a
+ * transparent huge page (docs/design.md §7b). Segments are mapped advised
+ * MADV_NOHUGEPAGE. Once the program has had HAK_HUGE_STRETCH_FROM
+ * committed, a page that is the first to take slices of a stretch none of
+ * whose memory is resident advises the stretch MADV_HUGEPAGE: its first
+ * touch then faults 2 MiB in at once instead of 512 times 4 KiB, and its
+ * pages take one TLB entry. A smaller program keeps 4 KiB pages and the
+ * resident set that follows what it touches. The header's stretch is
+ * touched at once, and a fault maps a huge page only into an empty 2 MiB:
+ * never advised.
+ * Purging a part of a huge page splits it, and that part comes back 4 KiB
+ * at a time. So a free span that covers an advised stretch in part is kept
+ * resident (purge_at HAK_PURGE_KEPT) while a quarter or more of the stretch
+ * is in use, and judged again when it changes (a neighbour freed into it).
+ * Below a quarter, or when a purge is forced (malloc_trim, a purge delay of
+ * 0), the stretch loses its advice (khugepaged would otherwise refill it)
+ * and is purged as any other; its other kept spans are due at once. A
+ * stretch wholly free is purged whole: its huge page goes, its advice
+ * stays. A large block that takes a stretch whole decides for itself
+ * (hak_large_alloc), so the stretch loses its advice. Secure variant: never
+ * advised (a page's guard page splits its stretch's mapping). */
+#define HAK_HUGE_STRETCH_FROM ((int64_t)32 << 20)
+
+_Atomic(int64_t) hak_stat_huge_stretches;
+
+static bool stretch_is_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
+
+/* A stretch is counted advised only if the advice to use huge pages was
+ * taken; it is counted no longer once told otherwise, taken or not. */
+static void stretch_advise(hak_segment_t *seg, size_t k, bool on) {
+  if (!hak_os_huge_pages((uint8_t *)seg + k * HAK_THP_SIZE, HAK_THP_SIZE, on) && on) return;
+  if (on) seg->huge_stretches |= (uint16_t)(1u << k);
+  else seg->huge_stretches &= (uint16_t)~(1u << k);
+  atomic_fetch_add_explicit(&hak_stat_huge_stretches, on ? 1 : -1, memory_order_relaxed);
 }
 
-/* Purge the dirty free spans whose delay has run out (all of them if
- * `force`). Caller holds the arena lock. Returns the next purge_at, or 0. */
-static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
+/* Whether none of the memory of the stretch whose first slice is `lo` is
+ * resident (fresh, or purged to zero), so that a touch may map a huge page. */
+static bool stretch_is_empty(const hak_segment_t *seg, size_t lo) {
+  return slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_DIRTY) == 0 &&
+         (hak_option(HAK_OPT_PURGE_MODE) != HAK_PURGE_FREE ||   /* MADV_FREE leaves purged memory resident */
+          slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_PURGED) == 0);
+}
+
+/* Slices [first, first + n) were taken for a span of `kind`, `fresh` if some
+ * of them held no memory: count them in their stretches, and advise or
+ * un-advise those stretches (above). (A span in use keeps the marks its
+ * slices had when it was taken.) */
+static void stretches_take(hak_segment_t *seg, size_t first, size_t n, uint8_t kind, bool fresh) {
+  bool advise = !HAKMEM_SECURE && kind == HAK_SPAN_PAGE && fresh && hak_option(HAK_OPT_HUGE_PAGES) &&
+                atomic_load_explicit(&hak_stat_committed_peak, memory_order_relaxed) >= HAK_HUGE_STRETCH_FROM;
+  for (size_t i = first, end; i < first + n; i = end) {
+    size_t k = i / HAK_STRETCH_SLICES, lo = k * HAK_STRETCH_SLICES;
+    end = lo + HAK_STRETCH_SLICES < first + n ? lo + HAK_STRETCH_SLICES : first + n;
+    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] + (end - i));
+    if (kind == HAK_SPAN_LARGE && end - i == HAK_STRETCH_SLICES && stretch_is_huge(seg, k)) stretch_advise(seg, k, false);
+    else if (advise && k != 0 && !stretch_is_huge(seg, k) && seg->stretch_used[k] == end - i && stretch_is_empty(seg, lo))
+      stretch_advise(seg, k, true);
+  }
+}
+
+static void stretches_give(hak_segment_t *seg, size_t first, size_t n) {
+  for (size_t i = first, end; i < first + n; i = end) {
+    size_t k = i / HAK_STRETCH_SLICES;
+    end = (k + 1) * HAK_STRETCH_SLICES < first + n ? (k + 1) * HAK_STRETCH_SLICES : first + n;
+    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] - (end - i));
+  }
+}
+
+/* Stretch k loses its advice; the free spans kept for it are due now. */
+static void stretch_demote(hak_arena_t *a, hak_segment_t *seg, size_t k, uint64_t now) {
+  stretch_advise(seg, k, false);
+  size_t lo = k * HAK_STRETCH_SLICES, hi = lo + HAK_STRETCH_SLICES;
+  for (size_t i = HAK_META_SLICES; i < hi; i += seg->pages[i].slice_count) {
+    hak_page_t *s = &seg->pages[i];
+    if (i + s->slice_count > lo && s->span_kind == HAK_SPAN_FREE && s->purge_at == HAK_PURGE_KEPT) {
+      s->purge_at = now;
+      arena_note_due(a, now);
+    }
+  }
+}
+
+/* Whether a purge of slices [lo, hi) leaves out stretch k: only an advised
+ * stretch that the range covers in part may be left out, while a quarter
+ * of it is in use and `keep_dense`; else such a stretch is demoted
+ * (*demoted set). */
+static bool stretch_keeps(hak_arena_t *a, hak_segment_t *seg, size_t k, size_t lo, size_t hi, bool keep_dense,
+                          uint64_t now, bool *demoted) {
+  if (!stretch_is_huge(seg, k) || (lo <= k * HAK_STRETCH_SLICES && (k + 1) * HAK_STRETCH_SLICES <= hi)) return false;
+  if (keep_dense && seg->stretch_used[k] * 4 >= HAK_STRETCH_SLICES) return true;
+  stretch_demote(a, seg, k, now);
+  *demoted = true;
+  return false;
+}
+
+/* ------------------------------------------------------------ purging */
+
+/* Purge a free span, but for its parts in dense huge-page stretches if
+ * `keep_dense` (above). If the OS refuses, its slices stay dirty (so calloc
+ * still clears what it takes from them) and it is tried again later.
+ * Returns whether a stretch lost its advice (other spans may be due now). */
+static bool span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now, bool keep_dense) {
+  hak_segment_t *seg = hak_segment_of(span);
+  size_t first = slice_index(span), lo = first, hi = first + span->slice_count;
+  bool demoted = false;
+  if (seg->huge_stretches != 0) {
+    size_t k_lo = lo / HAK_STRETCH_SLICES, k_hi = (hi - 1) / HAK_STRETCH_SLICES;
+    bool keep_lo = stretch_keeps(a, seg, k_lo, lo, hi, keep_dense, now, &demoted);
+    bool keep_hi = k_hi != k_lo && stretch_keeps(a, seg, k_hi, lo, hi, keep_dense, now, &demoted);
+    if (keep_lo) lo = k_lo == k_hi ? hi : (k_lo + 1) * HAK_STRETCH_SLICES;
+    if (keep_hi) hi = k_hi * HAK_STRETCH_SLICES;
+  }
+  if (lo < hi) {
+    if (hak_os_purge((uint8_t *)seg + lo * HAK_SLICE_SIZE, (hi - lo) * HAK_SLICE_SIZE) == HAK_PURGE_FAILED) {
+      span->purge_at = now + HAK_PURGE_RETRY;
+      return demoted;
+    }
+    size_t purged = slices_count(&seg->pages[lo], hi - lo, HAK_SLICE_DIRTY);
+    atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)(purged * HAK_SLICE_SIZE), memory_order_relaxed);
+    slices_mark(&seg->pages[lo], hi - lo, HAK_SLICE_PURGED);
+    a->clock.purged_at = now;
+  }
+  span->dirty_slices = (uint16_t)slices_count(span, span->slice_count, HAK_SLICE_DIRTY);
+  if (span->dirty_slices != 0) span->purge_at = HAK_PURGE_KEPT;
+  return demoted;
+}
+
+/* One pass of arena_purge; *again if a stretch lost its advice (spans
+ * kept for it are due now, maybe in bins already passed). */
+static uint64_t arena_purge_pass(hak_arena_t *a, uint64_t now, bool force, bool *again) {
   uint64_t next = 0;
   for (size_t b = 0; b < HAK_SPAN_BINS; b++) {
     for (hak_page_t *s = a->spans[b], *after; s != NULL; s = after) {
@@ -140,10 +261,21 @@ static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
           segment_release(a, seg);
           continue;
         }
-        span_purge(a, s, now);
+        *again |= span_purge(a, s, now, !force);
       }
-      if (s->dirty_slices != 0) next = hak_earliest(next, s->purge_at);
+      if (s->dirty_slices != 0 && s->purge_at != HAK_PURGE_KEPT) next = hak_earliest(next, s->purge_at);
     }
+  }
+  return next;
+}
+
+/* Purge the dirty free spans whose delay has run out (all of them if
+ * `force`). Caller holds the arena lock. Returns the next purge_at, or 0. */
+static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
+  uint64_t next;
+  for (bool again = true; again;) {
+    again = false;
+    next = arena_purge_pass(a, now, force, &again);
   }
   atomic_store_explicit(&a->next_purge, next, memory_order_relaxed);
   return next;
@@ -155,16 +287,18 @@ static uint64_t arena_purge(hak_arena_t *a, uint64_t now, bool force) {
  * earliest purge still pending, or 0. */
 uint64_t hak_arenas_purge_due(uint64_t now, bool wait) {
   uint64_t next = 0;
-  for (unsigned i = 0; i < arena_count; i++) {
-    hak_arena_t *a = &arenas[i];
-    uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
-    if (due != 0 && now >= due && hak_lock_or_try(&a->lock, wait)) {
-      due = arena_purge(a, now, false);
-      hak_unlock(&a->lock);
-    }
-    next = hak_earliest(next, due);
-  }
+  for (unsigned i = 0; i < arena_count; i++) next = hak_earliest(next, hak_arena_purge_due(&arenas[i], now, wait));
   return next;
+}
+
+/* The same for one arena. */
+uint64_t hak_arena_purge_due(hak_arena_t *a, uint64_t now, bool wait) {
+  uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
+  if (due != 0 && now >= due && hak_lock_or_try(&a->lock, wait)) {
+    due = arena_purge(a, now, false);
+    hak_unlock(&a->lock);
+  }
+  return due;
 }
 
 /* Call fn on every span (free, page or meta) of every arena's segments,
@@ -237,6 +371,7 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
   atomic_fetch_sub_explicit(&hak_stat_segments, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&hak_stat_segments_released, 1, memory_order_relaxed);
   hak_stat_commit(-(int64_t)HAK_META_SIZE);
+  atomic_fetch_sub_explicit(&hak_stat_huge_stretches, __builtin_popcount(seg->huge_stretches), memory_order_relaxed);
 #if HAKMEM_SECURE
   hak_secure_segment_release(seg);   /* its page guards go with it */
 #endif
@@ -297,6 +432,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
+  stretches_take(seg, slice_index(span), slices, kind, taken_dirty < slices);
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
@@ -326,6 +462,7 @@ void hak_span_free(hak_page_t *span) {
    * Marked even if merged away below, so that a second free is reported. */
   span->span_kind = HAK_SPAN_FREE;
   seg->used_slices -= (uint32_t)n;
+  stretches_give(seg, slice_index(span), n);
   slices_mark(span, n, HAK_SLICE_DIRTY);   /* the page was used: its slices may be resident */
   size_t dirty = n;
   hak_page_t *end = span + n;
@@ -346,7 +483,7 @@ void hak_span_free(hak_page_t *span) {
   /* A segment beyond the ones kept goes when its memory is due back (see
    * arena_purge); at once if purges are immediate or never happen. */
   if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT && delay <= 0) segment_release(a, seg);
-  else if (delay == 0) span_purge(a, span, now);
+  else if (delay == 0) span_purge(a, span, now, false);
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
 }
@@ -482,11 +619,13 @@ void hak_large_free(hak_page_t *span) {
  * spans tile it from the header on; a live span's slices all name it, a
  * free span's first and last do, and no two free spans touch (coalesced);
  * the slices of spans other than pages hold no owner word; used_slices
- * counts the live slices; each free span sits in the bin of its size, with
+ * counts the live slices, stretch_used those of each stretch, and the
+ * header's stretch is never advised for huge pages; each free span sits in the bin of its size, with
  * its dirty marks counted; the lists hold nothing else. */
 static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
   if (!hak_segment_is_mapped(seg) || seg->pages[0].span_kind != HAK_SPAN_META) return false;
-  size_t used = 0;
+  if ((seg->huge_stretches & 1) || (HAKMEM_SECURE && seg->huge_stretches != 0)) return false;
+  size_t used = 0, stretch_used[HAK_STRETCHES] = { 0 };
   bool after_free = false;
   for (size_t i = HAK_META_SLICES; i < HAK_SLICES;) {
     const hak_page_t *span = &seg->pages[i];
@@ -501,13 +640,17 @@ static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
       (*free_spans)++;
     } else {
       if (span->span_kind != HAK_SPAN_PAGE && span->span_kind != HAK_SPAN_LARGE) return false;
-      for (size_t k = 0; k < n; k++)
+      for (size_t k = 0; k < n; k++) {
         if (seg->slices[i + k].page != span) return false;
+        stretch_used[(i + k) / HAK_STRETCH_SLICES]++;
+      }
       used += n;
     }
     after_free = span->span_kind == HAK_SPAN_FREE;
     i += n;
   }
+  for (size_t k = 0; k < HAK_STRETCHES; k++)
+    if (stretch_used[k] != seg->stretch_used[k]) return false;
   return used == seg->used_slices;
 }
 

@@ -151,7 +151,7 @@ static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
  * large blocks. Both are in the live bytes, in mallinfo2's hblks/hblkhd and
  * in the size-0 class row, whose call counters count both. */
 typedef struct totals_s {
-  int64_t segments, segments_released, committed, committed_peak, purged;
+  int64_t segments, segments_released, huge_stretches, committed, committed_peak, purged;
   int64_t large_count, large_bytes, huge_count, huge_bytes, cache_hits, cache_misses;
   size_t cache_bytes, rss;
 } totals_t;
@@ -162,6 +162,7 @@ static int64_t beyond_classes_bytes(const totals_t *t) { return t->large_bytes +
 static void take_totals(totals_t *t) {
   t->segments = stat(&hak_stat_segments);
   t->segments_released = stat(&hak_stat_segments_released);
+  t->huge_stretches = stat(&hak_stat_huge_stretches);
   t->committed = stat(&hak_stat_committed);
   t->committed_peak = stat(&hak_stat_committed_peak);
   t->purged = stat(&hak_stat_purged);
@@ -248,9 +249,11 @@ static void write_text(int fd) {
                   (unsigned long long)r.pages_adopted);
   }
   hak_format_fd(fd, "heaps: %zu live\n", s->heaps);
-  hak_format_fd(fd, "segments: %lld mapped, %lld released; free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
-                (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
-                (unsigned long long)(s->free_span_bytes >> 10), (unsigned long long)(s->dirty_span_bytes >> 10));
+  hak_format_fd(fd, "segments: %lld mapped, %lld released, %lld stretches of 2 MiB advised for huge pages; "
+                "free spans %llu (%llu KiB, %llu KiB not yet purged)\n",
+                (long long)t->segments, (long long)t->segments_released, (long long)t->huge_stretches,
+                (unsigned long long)s->free_spans, (unsigned long long)(s->free_span_bytes >> 10),
+                (unsigned long long)(s->dirty_span_bytes >> 10));
   hak_format_fd(fd, "large: %lld blocks, %lld KiB\n", (long long)t->large_count, (long long)(t->large_bytes >> 10));
   hak_format_fd(fd, "huge: %lld blocks, %lld KiB; cache %zu KiB, %lld hits, %lld misses\n", (long long)t->huge_count,
                 (long long)(t->huge_bytes >> 10), t->cache_bytes >> 10, (long long)t->cache_hits,
@@ -283,9 +286,10 @@ void hak_stats_write_json(int fd) {
     sep = ",";
   }
   hak_format_fd(fd, "],\"heaps\":%zu", s->heaps);   /* hak_format_fd writes at most 511 bytes a call */
-  hak_format_fd(fd, ",\"segments\":%lld,\"segments_released\":%lld,\"free_spans\":%llu,\"free_span_bytes\":%llu,"
-                "\"unpurged_bytes\":%llu,\"large_blocks\":%lld,\"large_bytes\":%lld",
-                (long long)t->segments, (long long)t->segments_released, (unsigned long long)s->free_spans,
+  hak_format_fd(fd, ",\"segments\":%lld,\"segments_released\":%lld,\"huge_page_stretches\":%lld,\"free_spans\":%llu,"
+                "\"free_span_bytes\":%llu,\"unpurged_bytes\":%llu,\"large_blocks\":%lld,\"large_bytes\":%lld",
+                (long long)t->segments, (long long)t->segments_released, (long long)t->huge_stretches,
+                (unsigned long long)s->free_spans,
                 (unsigned long long)s->free_span_bytes, (unsigned long long)s->dirty_span_bytes,
                 (long long)t->large_count, (long long)t->large_bytes);
   hak_format_fd(fd, ",\"huge_blocks\":%lld,\"huge_bytes\":%lld,\"huge_cache_bytes\":%zu,"
