@@ -277,7 +277,7 @@ typedef struct hak_page_s {
   union {
     hak_block_t *free;                   /* page: blocks ready to allocate */
     uint64_t purge_at;                   /* free span: ms when it is purged; HAK_PURGE_KEPT: not until it
-                                            changes (it lies in a dense huge-page stretch, segment.c) */
+                                            changes or its huge-page stretch loses its advice (segment.c) */
   };
   hak_block_t *gathered;                 /* remote frees the owner took while `free` was not empty:
                                             `free` once it runs out (the owner's own frees go first) */
@@ -448,6 +448,11 @@ static inline hak_segment_t *hak_segment_lookup(const void *p) {
 #endif
 }
 static inline bool hak_segment_is_mapped(const void *p) { return hak_segment_lookup(p) != NULL; }
+/* Whether p lies in a 2 MiB stretch of its segment advised for huge pages
+ * (segment.c; read under the segment's arena lock). */
+static inline bool hak_in_huge_stretch(const hak_segment_t *seg, const void *p) {
+  return seg->huge_stretches >> (((uintptr_t)p & HAK_SEGMENT_MASK) / HAK_THP_SIZE) & 1;
+}
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 /* &seg->slices[hak_slice_of(p)], its offset computed in one shift and one
  * mask (the compiler otherwise keeps the index too, for a second use, and
@@ -843,6 +848,7 @@ static inline uint64_t hak_earliest(uint64_t a, uint64_t b) { return a == 0 || (
 HAK_INTERNAL unsigned hak_cpu_count(void);
 HAK_INTERNAL size_t hak_process_rss(void);
 HAK_INTERNAL size_t hak_os_map_limit(void);
+HAK_INTERNAL bool hak_os_thp_enabled(void);
 
 /* segment.c */
 HAK_INTERNAL void hak_arenas_init(void);

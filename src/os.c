@@ -165,6 +165,13 @@ size_t hak_process_rss(void) {
   return parse_count(s) * (size_t)HAK_OS_PAGE;
 }
 
+/* Whether the kernel may back memory advised MADV_HUGEPAGE with huge pages:
+ * THP "always" or "madvise" (the advice itself succeeds under "never" too). */
+bool hak_os_thp_enabled(void) {
+  char buf[64];
+  return read_proc("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf) != 0 && strstr(buf, "[never]") == NULL;
+}
+
 /* The most mappings the process may have (vm.max_map_count), 0 if unknown. */
 size_t hak_os_map_limit(void) {
   char buf[32];

@@ -26,6 +26,7 @@ void hak_segment_map_set(hak_segment_t *seg, bool mapped) {
 }
 
 static bool arena_is_valid(hak_arena_t *a);   /* debug build: after every span change */
+static void stretches_init(void);
 
 static void arena_lock_init(hak_arena_t *a) { pthread_mutex_init(&a->lock, NULL); }
 
@@ -37,6 +38,7 @@ void hak_arenas_init(void) {
     arena_lock_init(&arenas[i]);
     hak_purge_clock_init(&arenas[i].clock);
   }
+  stretches_init();
 }
 
 unsigned hak_arena_count(void) { return arena_count; }
@@ -119,61 +121,98 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg);
 /* A segment is 16 stretches of 2 MiB, each the size and alignment of a
  * transparent huge page (docs/design.md §7b). Segments are mapped advised
  * MADV_NOHUGEPAGE. Once the program has had HAK_HUGE_STRETCH_FROM
- * committed, a page that is the first to take slices of a stretch none of
- * whose memory is resident advises the stretch MADV_HUGEPAGE: its first
- * touch then faults 2 MiB in at once instead of 512 times 4 KiB, and its
- * pages take one TLB entry. A smaller program keeps 4 KiB pages and the
- * resident set that follows what it touches. The header's stretch is
- * touched at once, and a fault maps a huge page only into an empty 2 MiB:
- * never advised.
- * Purging a part of a huge page splits it, and that part comes back 4 KiB
+ * committed, a page that is the first to take slices of a stretch never
+ * touched before advises the stretch MADV_HUGEPAGE: its first touch then
+ * faults 2 MiB in at once instead of 512 times 4 KiB, and its pages take
+ * one TLB entry. A smaller program keeps 4 KiB pages and the resident set
+ * that follows what it touches. The header's stretch is touched at once:
+ * never advised. (A stretch touched before keeps a page table, and its
+ * faults map 4 KiB whatever the advice.)
+ * The whole stretch is resident from that first touch, so its free slices
+ * are counted dirty at once, due for their purge as any freed memory. But
+ * purging part of a huge page splits it, and the part then comes back 4 KiB
  * at a time. So a free span that covers an advised stretch in part is kept
  * resident (purge_at HAK_PURGE_KEPT) while a quarter or more of the stretch
  * is in use, and judged again when it changes (a neighbour freed into it).
- * Below a quarter, or when a purge is forced (malloc_trim, a purge delay of
- * 0), the stretch loses its advice (khugepaged would otherwise refill it)
- * and is purged as any other; its other kept spans are due at once. A
- * stretch wholly free is purged whole: its huge page goes, its advice
- * stays. A large block that takes a stretch whole decides for itself
- * (hak_large_alloc), so the stretch loses its advice. Secure variant: never
- * advised (a page's guard page splits its stretch's mapping). */
+ * Below a quarter, or when a purge is forced (malloc_trim), the stretch
+ * loses its advice (khugepaged would otherwise refill it) and is purged as
+ * any other; its other kept spans are due at once. A stretch wholly free is
+ * purged whole: its huge page goes, its advice stays. A large block that
+ * takes a stretch whole decides for itself (hak_large_alloc), so the
+ * stretch loses its advice. No stretch is advised in the secure variant
+ * (a page's guard page splits its stretch's mapping), with a purge delay
+ * of 0, where THP is "never", or beyond stretch_budget. */
 #define HAK_HUGE_STRETCH_FROM ((int64_t)32 << 20)
 
 _Atomic(int64_t) hak_stat_huge_stretches;
 
+/* Stretches that may be advised at once: each one alone among plain ones
+ * is two more kernel mappings, and a process may have vm.max_map_count. */
+static int64_t stretch_budget;
+
+static void stretches_init(void) {
+  if (HAKMEM_SECURE || !hak_option(HAK_OPT_HUGE_PAGES) || hak_option(HAK_OPT_PURGE_DELAY) == 0 || !hak_os_thp_enabled())
+    return;
+  size_t limit = hak_os_map_limit();
+  stretch_budget = (int64_t)(limit != 0 ? limit : 65530) / 8;
+}
+
 static bool stretch_is_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
 
-/* A stretch is counted advised only if the advice to use huge pages was
- * taken; it is counted no longer once told otherwise, taken or not. */
-static void stretch_advise(hak_segment_t *seg, size_t k, bool on) {
-  if (!hak_os_huge_pages((uint8_t *)seg + k * HAK_THP_SIZE, HAK_THP_SIZE, on) && on) return;
+/* Advise stretch k for huge pages or not. Its bit follows the advice the
+ * kernel took; a refused advice leaves it as it was. */
+static bool stretch_advise(hak_segment_t *seg, size_t k, bool on) {
+  if (!hak_os_huge_pages((uint8_t *)seg + k * HAK_THP_SIZE, HAK_THP_SIZE, on)) return false;
   if (on) seg->huge_stretches |= (uint16_t)(1u << k);
   else seg->huge_stretches &= (uint16_t)~(1u << k);
   atomic_fetch_add_explicit(&hak_stat_huge_stretches, on ? 1 : -1, memory_order_relaxed);
+  return true;
 }
 
-/* Whether none of the memory of the stretch whose first slice is `lo` is
- * resident (fresh, or purged to zero), so that a touch may map a huge page. */
-static bool stretch_is_empty(const hak_segment_t *seg, size_t lo) {
-  return slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_DIRTY) == 0 &&
-         (hak_option(HAK_OPT_PURGE_MODE) != HAK_PURGE_FREE ||   /* MADV_FREE leaves purged memory resident */
-          slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_PURGED) == 0);
+/* Slices [from, to) of free span `span` may be resident now: marked dirty,
+ * and the span due for its purge. */
+static void span_mark_resident(hak_arena_t *a, hak_page_t *span, size_t from, size_t to, uint64_t now) {
+  hak_page_t *pages = hak_segment_of(span)->pages;
+  size_t marked = 0;
+  for (size_t i = from; i < to; i++) {
+    marked += pages[i].dirty != HAK_SLICE_DIRTY;
+    pages[i].dirty = HAK_SLICE_DIRTY;
+  }
+  if (marked == 0) return;
+  uint64_t due = hak_purge_deadline(&a->clock, now);
+  if (span->dirty_slices == 0 || span->purge_at > due) span->purge_at = due;
+  span->dirty_slices = (uint16_t)(span->dirty_slices + marked);
+  arena_note_due(a, span->purge_at);
+}
+
+/* Stretch k was just advised by a span that took [first, first + n) and is
+ * alone in it: the free spans before and after it in the stretch will be
+ * resident with its first touch. */
+static void stretch_free_parts_resident(hak_arena_t *a, hak_segment_t *seg, size_t k, size_t first, size_t n,
+                                        uint64_t now) {
+  size_t lo = k * HAK_STRETCH_SLICES, hi = lo + HAK_STRETCH_SLICES;
+  if (first > lo) span_mark_resident(a, seg->slices[first - 1].page, lo, first, now);
+  if (first + n < hi) span_mark_resident(a, &seg->pages[first + n], first + n, hi, now);
 }
 
 /* Slices [first, first + n) were taken for a span of `kind`, `fresh` if some
  * of them held no memory: count them in their stretches, and advise or
  * un-advise those stretches (above). (A span in use keeps the marks its
  * slices had when it was taken.) */
-static void stretches_take(hak_segment_t *seg, size_t first, size_t n, uint8_t kind, bool fresh) {
-  bool advise = !HAKMEM_SECURE && kind == HAK_SPAN_PAGE && fresh && hak_option(HAK_OPT_HUGE_PAGES) &&
+static void stretches_take(hak_arena_t *a, hak_segment_t *seg, size_t first, size_t n, uint8_t kind, bool fresh) {
+  bool advise = kind == HAK_SPAN_PAGE && fresh &&
+                atomic_load_explicit(&hak_stat_huge_stretches, memory_order_relaxed) < stretch_budget &&
                 atomic_load_explicit(&hak_stat_committed_peak, memory_order_relaxed) >= HAK_HUGE_STRETCH_FROM;
   for (size_t i = first, end; i < first + n; i = end) {
     size_t k = i / HAK_STRETCH_SLICES, lo = k * HAK_STRETCH_SLICES;
     end = lo + HAK_STRETCH_SLICES < first + n ? lo + HAK_STRETCH_SLICES : first + n;
     seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] + (end - i));
-    if (kind == HAK_SPAN_LARGE && end - i == HAK_STRETCH_SLICES && stretch_is_huge(seg, k)) stretch_advise(seg, k, false);
-    else if (advise && k != 0 && !stretch_is_huge(seg, k) && seg->stretch_used[k] == end - i && stretch_is_empty(seg, lo))
-      stretch_advise(seg, k, true);
+    if (kind == HAK_SPAN_LARGE && end - i == HAK_STRETCH_SLICES && stretch_is_huge(seg, k))
+      stretch_advise(seg, k, false);
+    else if (advise && k != 0 && !stretch_is_huge(seg, k) && seg->stretch_used[k] == end - i &&
+             slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_FRESH) == HAK_STRETCH_SLICES &&
+             stretch_advise(seg, k, true))
+      stretch_free_parts_resident(a, seg, k, first, n, hak_clock_ms());
   }
 }
 
@@ -187,7 +226,7 @@ static void stretches_give(hak_segment_t *seg, size_t first, size_t n) {
 
 /* Stretch k loses its advice; the free spans kept for it are due now. */
 static void stretch_demote(hak_arena_t *a, hak_segment_t *seg, size_t k, uint64_t now) {
-  stretch_advise(seg, k, false);
+  stretch_advise(seg, k, false);   /* (refused: judged again at the next purge there) */
   size_t lo = k * HAK_STRETCH_SLICES, hi = lo + HAK_STRETCH_SLICES;
   for (size_t i = HAK_META_SLICES; i < hi; i += seg->pages[i].slice_count) {
     hak_page_t *s = &seg->pages[i];
@@ -233,9 +272,13 @@ static bool span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now, bool keep
       span->purge_at = now + HAK_PURGE_RETRY;
       return demoted;
     }
-    size_t purged = slices_count(&seg->pages[lo], hi - lo, HAK_SLICE_DIRTY);
+    size_t purged = 0;
+    for (size_t i = lo; i < hi; i++)   /* (fresh slices stay fresh: never touched, no page table) */
+      if (seg->pages[i].dirty == HAK_SLICE_DIRTY) {
+        seg->pages[i].dirty = HAK_SLICE_PURGED;
+        purged++;
+      }
     atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)(purged * HAK_SLICE_SIZE), memory_order_relaxed);
-    slices_mark(&seg->pages[lo], hi - lo, HAK_SLICE_PURGED);
     a->clock.purged_at = now;
   }
   span->dirty_slices = (uint16_t)slices_count(span, span->slice_count, HAK_SLICE_DIRTY);
@@ -432,7 +475,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
-  stretches_take(seg, slice_index(span), slices, kind, taken_dirty < slices);
+  stretches_take(a, seg, slice_index(span), slices, kind, taken_dirty < slices);
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;

@@ -149,22 +149,20 @@ static void page_span_refaults_raise_the_purge_delay(void) {
 }
 
 /* Huge-page stretches (segment.c): once the program has had 32 MiB
- * committed, a page that is the first to take slices of an empty 2 MiB
- * stretch advises it; a free span that covers an advised stretch in part
- * stays resident while a quarter of the stretch is in use, and the stretch
- * loses its advice below that, or when a purge is forced. */
-static bool stretch_huge(const hak_page_t *span, size_t k) { return hak_segment_of(span)->huge_stretches >> k & 1; }
+ * committed, a page that is the first to take slices of a stretch never
+ * touched advises it, and the rest of the stretch counts as resident; a
+ * free span that covers an advised stretch in part stays resident while a
+ * quarter of the stretch is in use, and the stretch loses its advice below
+ * that, or when a purge is forced. A private arena of its own, so that its
+ * first segment is fresh. */
+static hak_arena_t thp_arena;
+
+static bool stretch_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
 
 static void huge_page_stretches(void) {
-  if (HAKMEM_SECURE || !hak_option(HAK_OPT_HUGE_PAGES) || hak_option(HAK_OPT_PURGE_DELAY) <= 0) {
-    printf("     huge pages off, or purges never or at once: skipped\n");
-    return;
-  }
-  void *probe = hak_os_alloc_aligned(HAK_THP_SIZE, HAK_THP_SIZE);
-  bool thp = hak_os_huge_pages(probe, HAK_THP_SIZE, true);
-  hak_os_free(probe, HAK_THP_SIZE);
-  if (!thp) {
-    printf("     the kernel takes no MADV_HUGEPAGE: skipped\n");
+  if (HAKMEM_SECURE || !hak_option(HAK_OPT_HUGE_PAGES) || hak_option(HAK_OPT_PURGE_DELAY) <= 0 ||
+      !hak_os_thp_enabled()) {
+    printf("     huge pages off, THP \"never\", or purges never or at once: skipped\n");
     return;
   }
   enum { SPAN = 16, FILL = 40, N = 9 };   /* spans of 1 MiB */
@@ -173,46 +171,54 @@ static void huge_page_stretches(void) {
   CHECKF(atomic_load(&hak_stat_committed_peak) >= ((int64_t)32 << 20), "committed peak %lld",
          (long long)atomic_load(&hak_stat_committed_peak));
   for (int i = 0; i < FILL; i++) hak_span_free(fill[i]);
-  hak_arena_purge_all(&arena);   /* one empty segment left, purged: every stretch empty */
-  CHECKF(arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT, "%zu segments", arena.segment_count);
+  hak_arena_purge_all(&arena);
 
   /* Carved in order from the header's end: span i holds slices
-   * [M + 16i, M + 16i + 16), so span 1 begins stretch 1, span 3 stretch 2. */
+   * [M + 16i, M + 16i + 16), M = HAK_META_SLICES < 16. */
+  pthread_mutex_init(&thp_arena.lock, NULL);
+  hak_purge_clock_init(&thp_arena.clock);
   hak_page_t *s[N];
   for (int i = 0; i < N; i++) {
-    s[i] = hak_span_alloc(&arena, SPAN, HAK_SPAN_PAGE, NULL);
+    s[i] = hak_span_alloc(&thp_arena, SPAN, HAK_SPAN_PAGE, NULL);
     memset(hak_page_area(s[i]), 1, SPAN * HAK_SLICE_SIZE);
   }
   hak_segment_t *seg = hak_segment_of(s[0]);
-  CHECKF(s[N - 1] == s[0] + (N - 1) * SPAN && (s[0] - seg->pages) == (ptrdiff_t)HAK_META_SLICES, "carved in order");
-  CHECKF(!stretch_huge(s[0], 0) && stretch_huge(s[0], 1) && stretch_huge(s[0], 2) && stretch_huge(s[0], 4),
-         "stretches advised: %#x", seg->huge_stretches);
+  size_t m = HAK_META_SLICES, st = HAK_STRETCH_SLICES;
+  CHECKF(s[N - 1] == s[0] + (N - 1) * SPAN && s[0] == &seg->pages[m], "carved in order");
+  /* Spans 1, 3, 5 and 7 begin stretches 1-4; stretch 5 is untouched. */
+  CHECKF(!stretch_huge(seg, 0) && stretch_huge(seg, 1) && stretch_huge(seg, 2) && stretch_huge(seg, 4) &&
+         !stretch_huge(seg, 5), "stretches advised: %#x", seg->huge_stretches);
+  hak_page_t *tail = s[N - 1] + SPAN;   /* the free rest of the segment: resident up to stretch 4's end */
+  CHECKF(tail->span_kind == HAK_SPAN_FREE && tail->dirty_slices == 5 * st - (m + N * SPAN),
+         "the advised stretch's free part counts as resident (dirty %u)", tail->dirty_slices);
 
-  /* Stretch 1 is slices [32, 64): s[1] holds 2 of them, s[2] 16, s[3] 14. */
-  uint64_t later = hak_clock_ms() + 60 * 1000;
+  /* Stretch 1 is slices [st, 2st): s[1] holds m + 2*SPAN - st of them, s[2]
+   * all 16 of its own, s[3] the rest. */
+  uint64_t later = UINT64_MAX - 1;
   hak_span_free(s[2]);
-  hak_arena_purge_due(&arena, later, true);
+  hak_arena_purge_due(&thp_arena, later, true);
   CHECKF(s[2]->span_kind == HAK_SPAN_FREE && s[2]->purge_at == HAK_PURGE_KEPT && s[2]->dirty_slices == SPAN,
          "a free span in a stretch half in use is kept resident (purge_at %llu, dirty %u)",
          (unsigned long long)s[2]->purge_at, s[2]->dirty_slices);
-  CHECK(stretch_huge(s[0], 1));
+  CHECK(stretch_huge(seg, 1));
 
-  hak_span_free(s[3]);   /* merges: [34, 66); stretch 1 now 2 slices in use, stretch 2 30 */
-  hak_arena_purge_due(&arena, later + 1, true);
+  hak_span_free(s[3]);   /* merged: stretch 1 now holds only s[1]'s few slices, stretch 2 is mostly used */
+  hak_arena_purge_due(&thp_arena, later, true);
   hak_page_t *merged = s[2];
+  size_t in_2 = m + 4 * SPAN - 2 * st;   /* the merged span's slices in stretch 2 */
   CHECKF(merged->slice_count == 2 * SPAN, "merged span of %u slices", merged->slice_count);
-  CHECKF(!stretch_huge(s[0], 1) && stretch_huge(s[0], 2), "stretch 1 demoted, 2 kept: %#x", seg->huge_stretches);
-  CHECKF(merged->dirty_slices == 2 && merged->purge_at == HAK_PURGE_KEPT && merged[0].dirty == HAK_SLICE_PURGED &&
+  CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2), "stretch 1 demoted, 2 kept: %#x", seg->huge_stretches);
+  CHECKF(merged->dirty_slices == in_2 && merged->purge_at == HAK_PURGE_KEPT && merged[0].dirty == HAK_SLICE_PURGED &&
          merged[2 * SPAN - 1].dirty == HAK_SLICE_DIRTY, "stretch 1's part purged, stretch 2's kept (dirty %u)",
          merged->dirty_slices);
 
-  hak_arena_purge_all(&arena);   /* forced: no stretch keeps anything */
-  CHECKF(!stretch_huge(s[0], 2) && merged->dirty_slices == 0, "forced purge: %#x, dirty %u", seg->huge_stretches,
-         merged->dirty_slices);
+  hak_arena_purge_all(&thp_arena);   /* forced: nothing is kept */
+  CHECKF(!stretch_huge(seg, 2) && merged->dirty_slices == 0 && tail->dirty_slices == 0,
+         "forced purge: %#x, dirty %u and %u", seg->huge_stretches, merged->dirty_slices, tail->dirty_slices);
   for (int i = 0; i < N; i++)
     if (i != 2 && i != 3) hak_span_free(s[i]);
-  hak_arena_purge_all(&arena);
-  CHECKF(arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT && seg->stretch_used[2] == 0, "all given back");
+  hak_arena_purge_all(&thp_arena);
+  CHECKF(seg->used_slices == 0 && seg->stretch_used[2] == 0, "all given back");
 }
 
 int main(void) {
