@@ -663,8 +663,9 @@ void hak_large_free(hak_page_t *span) {
  * free span's first and last do, and no two free spans touch (coalesced);
  * the slices of spans other than pages hold no owner word; used_slices
  * counts the live slices, stretch_used those of each stretch, and the
- * header's stretch is never advised for huge pages; each free span sits in the bin of its size, with
- * its dirty marks counted; the lists hold nothing else. */
+ * header's stretch is never advised for huge pages (nor any in the secure
+ * variant); each free span sits in the bin of its size, with its dirty
+ * marks counted; the lists hold nothing else. */
 static bool segment_is_valid(const hak_segment_t *seg, size_t *free_spans) {
   if (!hak_segment_is_mapped(seg) || seg->pages[0].span_kind != HAK_SPAN_META) return false;
   if ((seg->huge_stretches & 1) || (HAKMEM_SECURE && seg->huge_stretches != 0)) return false;
