@@ -318,8 +318,12 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     return page;
   }
 
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, NULL);
+  /* A heap's first page of a class is often its only one, partly used: it
+   * stays out of huge-page stretches (segment.c). */
+  uint64_t *paged = &heap->paged_bins[bin / 64], bit = (uint64_t)1 << (bin % 64);
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, !(*paged & bit), NULL);
   if (page == NULL) return NULL;
+  *paged |= bit;
   hak_page_init(heap, page, bin);
   hak_page_extend(page, shared);
   queue_push_front(heap, page);

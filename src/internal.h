@@ -732,6 +732,7 @@ typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   uint64_t kept_bins[(HAK_BINS + 63) / 64];   /* classes whose queue may end in kept pages (heap.c) */
+  uint64_t paged_bins[(HAK_BINS + 63) / 64];  /* classes this heap has made a page for (heap.c) */
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
@@ -855,7 +856,7 @@ HAK_INTERNAL void hak_arenas_init(void);
 HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_arena_t *hak_arena_first(void);
-HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool *dirty);
+HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool sparse, bool *dirty);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
 HAK_INTERNAL void  hak_large_free(hak_page_t *span);

@@ -122,7 +122,8 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg);
  * transparent huge page (docs/design.md §7b). Segments are mapped advised
  * MADV_NOHUGEPAGE. Once the program has had HAK_HUGE_STRETCH_FROM
  * committed, a page that is the first to take slices of a stretch never
- * touched before advises the stretch MADV_HUGEPAGE: its first touch then
+ * touched before advises the stretch MADV_HUGEPAGE (unless it is sparse: a
+ * heap's first page of its class, hak_span_alloc): its first touch then
  * faults 2 MiB in at once instead of 512 times 4 KiB, and its pages take
  * one TLB entry. A smaller program keeps 4 KiB pages and the resident set
  * that follows what it touches. The header's stretch is touched at once:
@@ -195,12 +196,13 @@ static void stretch_free_parts_resident(hak_arena_t *a, hak_segment_t *seg, size
   if (first + n < hi) span_mark_resident(a, &seg->pages[first + n], first + n, hi, now);
 }
 
-/* Slices [first, first + n) were taken for a span of `kind`, `fresh` if some
- * of them held no memory: count them in their stretches, and advise or
+/* Slices [first, first + n) were taken for a span of `kind`, `advisable`
+ * if a page that may begin a huge-page stretch (not sparse, and some of its
+ * slices held no memory): count them in their stretches, and advise or
  * un-advise those stretches (above). (A span in use keeps the marks its
  * slices had when it was taken.) */
-static void stretches_take(hak_arena_t *a, hak_segment_t *seg, size_t first, size_t n, uint8_t kind, bool fresh) {
-  bool advise = kind == HAK_SPAN_PAGE && fresh &&
+static void stretches_take(hak_arena_t *a, hak_segment_t *seg, size_t first, size_t n, uint8_t kind, bool advisable) {
+  bool advise = kind == HAK_SPAN_PAGE && advisable &&
                 atomic_load_explicit(&hak_stat_huge_stretches, memory_order_relaxed) < stretch_budget &&
                 atomic_load_explicit(&hak_stat_committed_peak, memory_order_relaxed) >= HAK_HUGE_STRETCH_FROM;
   for (size_t i = first, end; i < first + n; i = end) {
@@ -423,32 +425,48 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ spans */
 
+/* Whether the first n slices of span s lie in part in an advised stretch. */
+static bool span_start_is_huge(const hak_page_t *s, size_t n) {
+  const hak_segment_t *seg = hak_segment_of(s);
+  size_t first = slice_index(s);
+  return seg->huge_stretches != 0 &&
+         (stretch_is_huge(seg, first / HAK_STRETCH_SLICES) || stretch_is_huge(seg, (first + n - 1) / HAK_STRETCH_SLICES));
+}
+
 /* A free span of at least n slices: the smallest-binned one whose first n
  * slices are all dirty if there is one (they are resident already: reusing
  * them costs no page fault, and leaves purged memory purged), else the first
  * that fits. Taking a purged span while dirty ones wait for their delay
- * made producer/consumer rounds hold a growing heap of dirty spans. */
-static hak_page_t *arena_find_span(hak_arena_t *a, size_t n) {
-  hak_page_t *fit = NULL;
+ * made producer/consumer rounds hold a growing heap of dirty spans. For a
+ * `sparse` page, spans in huge-page stretches only if no other fits (a
+ * huge page would make the page's untouched tail resident). */
+static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
+  hak_page_t *fit = NULL, *huge_fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
       if (s->slice_count < n) continue;
+      if (sparse && span_start_is_huge(s, n)) {
+        if (huge_fit == NULL) huge_fit = s;
+        continue;
+      }
       if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
       if (fit == NULL) fit = s;
     }
-  return fit;
+  return fit != NULL ? fit : huge_fit;
 }
 
 /* Take a span of `slices` slices for a page or a large block (`kind`).
  * Returns its descriptor, with slice_count and span_kind set and every
- * slice mapped to it, or NULL. `dirty` (may be NULL): whether its memory
+ * slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
+ * (a heap's first of its class), kept out of huge-page stretches where
+ * possible and never advising one. `dirty` (may be NULL): whether its memory
  * may hold old contents (else it is fresh or purged to zero). In the
  * secure variant a page's span ends in a guard page, possibly one an
  * earlier page left, and a large block's holds none (secure.c). */
-hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *dirty) {
+hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool sparse, bool *dirty) {
   hak_lock(&a->lock);
-  hak_page_t *span = arena_find_span(a, slices);
-  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices);
+  hak_page_t *span = arena_find_span(a, slices, sparse);
+  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices, sparse);
   if (span == NULL) { hak_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
@@ -475,7 +493,7 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool *di
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
-  stretches_take(a, seg, slice_index(span), slices, kind, taken_dirty < slices);
+  stretches_take(a, seg, slice_index(span), slices, kind, !sparse && taken_dirty < slices);
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
@@ -622,7 +640,7 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
 #endif
   bool dirty;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, &dirty);
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, false, &dirty);
   if (span == NULL) return NULL;
 #if HAKMEM_SECURE
   span->block_size = (uint32_t)block;

@@ -23,7 +23,7 @@ static void check_page_span(hak_page_t *span, size_t slices) {
 
 static void segments_are_aligned_and_mapped(void) {
   for (size_t n = 1; n <= HAK_PAGE_MAX_SLICES; n *= 2) {
-    hak_page_t *span = hak_span_alloc(&arena, n, HAK_SPAN_PAGE, NULL);
+    hak_page_t *span = hak_span_alloc(&arena, n, HAK_SPAN_PAGE, false, NULL);
     CHECKF(span != NULL, "span of %zu", n);
     check_page_span(span, n);
     hak_span_free(span);
@@ -31,13 +31,13 @@ static void segments_are_aligned_and_mapped(void) {
 }
 
 static void free_spans_coalesce(void) {
-  hak_page_t *a = hak_span_alloc(&arena, 3, HAK_SPAN_PAGE, NULL), *b = hak_span_alloc(&arena, 5, HAK_SPAN_PAGE, NULL), *c = hak_span_alloc(&arena, 2, HAK_SPAN_PAGE, NULL);
+  hak_page_t *a = hak_span_alloc(&arena, 3, HAK_SPAN_PAGE, false, NULL), *b = hak_span_alloc(&arena, 5, HAK_SPAN_PAGE, false, NULL), *c = hak_span_alloc(&arena, 2, HAK_SPAN_PAGE, false, NULL);
   CHECKF(hak_segment_of(a) == hak_segment_of(c), "one segment");
   CHECKF(b == a + 3 && c == b + 5, "spans are carved in order");
   hak_span_free(b);
   hak_span_free(a);
   hak_span_free(c);
-  hak_page_t *all = hak_span_alloc(&arena, 10, HAK_SPAN_PAGE, NULL);
+  hak_page_t *all = hak_span_alloc(&arena, 10, HAK_SPAN_PAGE, false, NULL);
   CHECKF(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
   check_page_span(all, 10);
   hak_span_free(all);
@@ -48,7 +48,7 @@ static void empty_segments_beyond_a_few_are_released(void) {
   hak_page_t *whole[N];
   size_t big = HAK_SLICES - HAK_META_SLICES;   /* a whole segment each */
   for (int i = 0; i < N; i++) {
-    whole[i] = hak_span_alloc(&arena, big, HAK_SPAN_PAGE, NULL);
+    whole[i] = hak_span_alloc(&arena, big, HAK_SPAN_PAGE, false, NULL);
     CHECKF(whole[i] != NULL, "segment %d", i);
   }
   CHECKF(arena.segment_count >= N, "%zu segments", arena.segment_count);
@@ -136,12 +136,12 @@ static void page_span_refaults_raise_the_purge_delay(void) {
     return;
   }
   enum { SLICES = 8 };
-  hak_page_t *span = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, NULL);
+  hak_page_t *span = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, false, NULL);
   memset(hak_page_area(span), 1, SLICES * HAK_SLICE_SIZE);
   hak_span_free(span);
   hak_arena_purge_all(&arena);
   CHECKF(arena.clock.delay == base, "delay %llu before any refault", (unsigned long long)arena.clock.delay);
-  hak_page_t *again = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, NULL);
+  hak_page_t *again = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, false, NULL);
   CHECKF(again == span, "the purged span was taken back");
   CHECKF(arena.clock.delay == 2 * base, "delay %llu after a refault, want %llu", (unsigned long long)arena.clock.delay,
          (unsigned long long)(2 * base));
@@ -159,15 +159,20 @@ static hak_arena_t thp_arena;
 
 static bool stretch_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
 
-static void huge_page_stretches(void) {
+static bool huge_stretches_testable(void) {
   if (HAKMEM_SECURE || !hak_option(HAK_OPT_HUGE_PAGES) || hak_option(HAK_OPT_PURGE_DELAY) <= 0 ||
       !hak_os_thp_enabled()) {
     printf("     huge pages off, THP \"never\", or purges never or at once: skipped\n");
-    return;
+    return false;
   }
+  return true;
+}
+
+static void huge_page_stretches(void) {
+  if (!huge_stretches_testable()) return;
   enum { SPAN = 16, FILL = 40, N = 9 };   /* spans of 1 MiB */
   hak_page_t *fill[FILL];
-  for (int i = 0; i < FILL; i++) fill[i] = hak_span_alloc(&arena, SPAN, HAK_SPAN_PAGE, NULL);
+  for (int i = 0; i < FILL; i++) fill[i] = hak_span_alloc(&arena, SPAN, HAK_SPAN_PAGE, false, NULL);
   CHECKF(atomic_load(&hak_stat_committed_peak) >= ((int64_t)32 << 20), "committed peak %lld",
          (long long)atomic_load(&hak_stat_committed_peak));
   for (int i = 0; i < FILL; i++) hak_span_free(fill[i]);
@@ -179,7 +184,7 @@ static void huge_page_stretches(void) {
   hak_purge_clock_init(&thp_arena.clock);
   hak_page_t *s[N];
   for (int i = 0; i < N; i++) {
-    s[i] = hak_span_alloc(&thp_arena, SPAN, HAK_SPAN_PAGE, NULL);
+    s[i] = hak_span_alloc(&thp_arena, SPAN, HAK_SPAN_PAGE, false, NULL);
     memset(hak_page_area(s[i]), 1, SPAN * HAK_SLICE_SIZE);
   }
   hak_segment_t *seg = hak_segment_of(s[0]);
@@ -221,6 +226,37 @@ static void huge_page_stretches(void) {
   CHECKF(seg->used_slices == 0 && seg->stretch_used[2] == 0, "all given back");
 }
 
+/* A heap's first page of a class (sparse) begins no huge-page stretch, and
+ * takes a free span outside advised stretches when there is one, even a
+ * purged one where a dirty one in an advised stretch would do. (Run after
+ * huge_page_stretches: the program has had 32 MiB committed.) */
+static void sparse_pages_stay_out_of_huge_stretches(void) {
+  if (!huge_stretches_testable()) return;
+  static hak_arena_t sa;
+  pthread_mutex_init(&sa.lock, NULL);
+  hak_purge_clock_init(&sa.clock);
+  enum { SPAN = 16 };
+  hak_page_t *p[7];
+  for (int i = 0; i < 7; i++) p[i] = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, i < 2, NULL);
+  hak_segment_t *seg = hak_segment_of(p[0]);
+  CHECKF(p[0] == &seg->pages[HAK_META_SLICES] && p[6] == p[0] + 6 * SPAN, "carved in order");
+  /* p[1] (sparse) begins stretch 1, p[3] stretch 2. */
+  CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2), "only the dense page advised its stretch: %#x",
+         seg->huge_stretches);
+  hak_span_free(p[1]);   /* plain, purged below */
+  hak_span_free(p[4]);   /* in stretch 2, kept resident: dirty */
+  hak_arena_purge_due(&sa, UINT64_MAX - 1, true);
+  CHECKF(p[1]->dirty_slices == 0 && p[4]->dirty_slices == SPAN && stretch_huge(seg, 2), "set up: %u, %u, %#x",
+         p[1]->dirty_slices, p[4]->dirty_slices, seg->huge_stretches);
+  hak_page_t *sparse = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *dense = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, false, NULL);
+  CHECKF(sparse == p[1] && dense == p[4], "sparse took %+td, dense %+td (want %+td, %+td)", sparse - p[0],
+         dense - p[0], p[1] - p[0], p[4] - p[0]);
+  for (int i = 0; i < 7; i++) hak_span_free(p[i]);
+  hak_arena_purge_all(&sa);
+  CHECK(seg->used_slices == 0);
+}
+
 int main(void) {
   hak_test_begin("unit_segments");
   hak_process_init();
@@ -234,5 +270,6 @@ int main(void) {
   RUN_CASE(growing_large_blocks_become_huge);
   RUN_CASE(page_span_refaults_raise_the_purge_delay);
   RUN_CASE(huge_page_stretches);
+  RUN_CASE(sparse_pages_stay_out_of_huge_stretches);
   return 0;
 }
