@@ -318,10 +318,11 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
     return page;
   }
 
-  /* A heap's first page of a class is often its only one, partly used: it
-   * stays out of huge-page stretches (segment.c). */
+  /* A heap's first page of a class is often its only one, partly used, as
+   * are the shared heap's: such a page stays out of huge-page stretches
+   * (segment.c). */
   uint64_t *paged = &heap->paged_bins[bin / 64], bit = (uint64_t)1 << (bin % 64);
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, !(*paged & bit), NULL);
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, shared || !(*paged & bit), NULL);
   if (page == NULL) return NULL;
   *paged |= bit;
   hak_page_init(heap, page, bin);

@@ -732,11 +732,11 @@ typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   uint64_t kept_bins[(HAK_BINS + 63) / 64];   /* classes whose queue may end in kept pages (heap.c) */
-  uint64_t paged_bins[(HAK_BINS + 63) / 64];  /* classes this heap has made a page for (heap.c) */
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
   uint8_t recent_count[HAK_RECENT_BINS]; /* ... how many in each ring */
+  uint64_t paged_bins[(HAK_BINS + 63) / 64];  /* classes this heap has made a page for (heap.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
   hak_quarantine_t quarantine;

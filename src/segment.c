@@ -123,7 +123,8 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg);
  * MADV_NOHUGEPAGE. Once the program has had HAK_HUGE_STRETCH_FROM
  * committed, a page that is the first to take slices of a stretch never
  * touched before advises the stretch MADV_HUGEPAGE (unless it is sparse: a
- * heap's first page of its class, hak_span_alloc): its first touch then
+ * heap's first page of its class, hak_span_alloc; the stretch then stays
+ * plain): its first touch then
  * faults 2 MiB in at once instead of 512 times 4 KiB, and its pages take
  * one TLB entry. A smaller program keeps 4 KiB pages and the resident set
  * that follows what it touches. The header's stretch is touched at once:
@@ -437,20 +438,20 @@ static bool span_start_is_huge(const hak_page_t *s, size_t n) {
  * slices are all dirty if there is one (they are resident already: reusing
  * them costs no page fault, and leaves purged memory purged), else the first
  * that fits. Taking a purged span while dirty ones wait for their delay
- * made producer/consumer rounds hold a growing heap of dirty spans. For a
- * `sparse` page, spans in huge-page stretches only if no other fits (a
- * huge page would make the page's untouched tail resident). */
+ * made producer/consumer rounds hold a growing heap of dirty spans. A
+ * `sparse` page takes a span not all dirty in a huge-page stretch only if
+ * no other fits: its first touch would make 2 MiB resident. */
 static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
   hak_page_t *fit = NULL, *huge_fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
       if (s->slice_count < n) continue;
+      if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
       if (sparse && span_start_is_huge(s, n)) {
         if (huge_fit == NULL) huge_fit = s;
-        continue;
+      } else if (fit == NULL) {
+        fit = s;
       }
-      if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
-      if (fit == NULL) fit = s;
     }
   return fit != NULL ? fit : huge_fit;
 }
@@ -458,8 +459,8 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
 /* Take a span of `slices` slices for a page or a large block (`kind`).
  * Returns its descriptor, with slice_count and span_kind set and every
  * slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
- * (a heap's first of its class), kept out of huge-page stretches where
- * possible and never advising one. `dirty` (may be NULL): whether its memory
+ * (a heap's first of its class), which advises no huge-page stretch and
+ * keeps out of those not resident where it can (arena_find_span). `dirty` (may be NULL): whether its memory
  * may hold old contents (else it is fresh or purged to zero). In the
  * secure variant a page's span ends in a guard page, possibly one an
  * earlier page left, and a large block's holds none (secure.c). */

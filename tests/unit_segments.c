@@ -227,32 +227,42 @@ static void huge_page_stretches(void) {
 }
 
 /* A heap's first page of a class (sparse) begins no huge-page stretch, and
- * takes a free span outside advised stretches when there is one, even a
- * purged one where a dirty one in an advised stretch would do. (Run after
- * huge_page_stretches: the program has had 32 MiB committed.) */
+ * takes a span of an advised stretch whose memory is not resident (a
+ * stretch purged whole keeps its advice) only if no other span fits: its
+ * first touch would fault 2 MiB in. Needs the program to have had 32 MiB
+ * committed (huge_page_stretches saw to it). */
 static void sparse_pages_stay_out_of_huge_stretches(void) {
   if (!huge_stretches_testable()) return;
+  CHECKF(atomic_load(&hak_stat_committed_peak) >= ((int64_t)32 << 20), "committed peak %lld",
+         (long long)atomic_load(&hak_stat_committed_peak));
   static hak_arena_t sa;
   pthread_mutex_init(&sa.lock, NULL);
   hak_purge_clock_init(&sa.clock);
-  enum { SPAN = 16 };
-  hak_page_t *p[7];
-  for (int i = 0; i < 7; i++) p[i] = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, i < 2, NULL);
-  hak_segment_t *seg = hak_segment_of(p[0]);
-  CHECKF(p[0] == &seg->pages[HAK_META_SLICES] && p[6] == p[0] + 6 * SPAN, "carved in order");
-  /* p[1] (sparse) begins stretch 1, p[3] stretch 2. */
-  CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2), "only the dense page advised its stretch: %#x",
-         seg->huge_stretches);
-  hak_span_free(p[1]);   /* plain, purged below */
-  hak_span_free(p[4]);   /* in stretch 2, kept resident: dirty */
+  size_t m = HAK_META_SLICES, st = HAK_STRETCH_SLICES;
+  /* Stretch 0's pages (sparse), then stretches 1, 2 and 3 taken whole. */
+  hak_page_t *head = hak_span_alloc(&sa, st - m, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *one = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *two = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *three = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, false, NULL);
+  hak_segment_t *seg = hak_segment_of(head);
+  CHECKF(head == &seg->pages[m] && one == head + (st - m) && two == one + st && three == two + st, "carved in order");
+  CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2) && stretch_huge(seg, 3),
+         "the sparse page advised no stretch, the dense ones theirs: %#x", seg->huge_stretches);
+  hak_span_free(two);   /* stretch 2 wholly free: purged whole, advice kept */
   hak_arena_purge_due(&sa, UINT64_MAX - 1, true);
-  CHECKF(p[1]->dirty_slices == 0 && p[4]->dirty_slices == SPAN && stretch_huge(seg, 2), "set up: %u, %u, %#x",
-         p[1]->dirty_slices, p[4]->dirty_slices, seg->huge_stretches);
-  hak_page_t *sparse = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, true, NULL);
-  hak_page_t *dense = hak_span_alloc(&sa, SPAN, HAK_SPAN_PAGE, false, NULL);
-  CHECKF(sparse == p[1] && dense == p[4], "sparse took %+td, dense %+td (want %+td, %+td)", sparse - p[0],
-         dense - p[0], p[1] - p[0], p[4] - p[0]);
-  for (int i = 0; i < 7; i++) hak_span_free(p[i]);
+  CHECKF(two->dirty_slices == 0 && two->slice_count == st && stretch_huge(seg, 2), "set up: dirty %u, %u slices, %#x",
+         two->dirty_slices, two->slice_count, seg->huge_stretches);
+  /* Both fit in stretch 2 (the smaller span) or in the fresh rest of the
+   * segment, past stretch 3. */
+  hak_page_t *sparse = hak_span_alloc(&sa, st / 2, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *dense = hak_span_alloc(&sa, st / 2, HAK_SPAN_PAGE, false, NULL);
+  CHECKF(sparse == three + st && dense == two, "sparse took %+td, dense %+td (want %+td, %+td)", sparse - head,
+         dense - head, three + st - head, two - head);
+  hak_span_free(sparse);
+  hak_span_free(dense);
+  hak_span_free(head);
+  hak_span_free(one);
+  hak_span_free(three);
   hak_arena_purge_all(&sa);
   CHECK(seg->used_slices == 0);
 }
