@@ -448,10 +448,14 @@ static inline hak_segment_t *hak_segment_lookup(const void *p) {
 #endif
 }
 static inline bool hak_segment_is_mapped(const void *p) { return hak_segment_lookup(p) != NULL; }
-/* Whether p lies in a 2 MiB stretch of its segment advised for huge pages
- * (segment.c; read under the segment's arena lock). */
-static inline bool hak_in_huge_stretch(const hak_segment_t *seg, const void *p) {
-  return seg->huge_stretches >> (((uintptr_t)p & HAK_SEGMENT_MASK) / HAK_THP_SIZE) & 1;
+/* Whether stretch k of a segment is advised for huge pages, and whether
+ * any of its slices [first, first + n) lies in such a stretch (segment.c;
+ * read under the segment's arena lock). */
+static inline bool hak_stretch_is_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
+static inline bool hak_slices_in_huge_stretch(const hak_segment_t *seg, size_t first, size_t n) {
+  for (size_t k = first / HAK_STRETCH_SLICES; seg->huge_stretches != 0 && k <= (first + n - 1) / HAK_STRETCH_SLICES; k++)
+    if (hak_stretch_is_huge(seg, k)) return true;
+  return false;
 }
 static inline size_t hak_slice_of(const void *p) { return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1); }
 /* &seg->slices[hak_slice_of(p)], its offset computed in one shift and one

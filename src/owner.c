@@ -314,8 +314,10 @@ bool hak_reclaim_sweep(hak_heap_t *heap, bool wait, bool all) {
  * so the page cannot be freed under us. Called with the page's arena lock
  * held (the span stays a page). Returns the bytes purged. */
 size_t hak_page_purge_held(hak_page_t *page) {
+  if (page->span_kind != HAK_SPAN_PAGE) return 0;
+  const hak_segment_t *seg = hak_segment_of(page);
   /* (A page in a huge-page stretch: a purge would split the huge page.) */
-  if (page->span_kind != HAK_SPAN_PAGE || hak_in_huge_stretch(hak_segment_of(page), page)) return 0;
+  if (hak_slices_in_huge_stretch(seg, (size_t)(page - seg->pages), page->slice_count)) return 0;
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_acquire);
   do {   /* owned pages only: a published page must keep its room for its adopter */
     if ((old & HAK_XSTATE_MASK) != HAK_XSTATE_ACTIVE || hak_xlist_first(old) == NULL) return 0;
