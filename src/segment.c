@@ -159,8 +159,6 @@ static void stretches_init(void) {
   stretch_budget = (int64_t)(limit != 0 ? limit : 65530) / 8;
 }
 
-static bool stretch_is_huge(const hak_segment_t *seg, size_t k) { return seg->huge_stretches >> k & 1; }
-
 /* Advise stretch k for huge pages or not. Its bit follows the advice the
  * kernel took; a refused advice leaves it as it was. */
 static bool stretch_advise(hak_segment_t *seg, size_t k, bool on) {
@@ -197,6 +195,12 @@ static void stretch_free_parts_resident(hak_arena_t *a, hak_segment_t *seg, size
   if (first + n < hi) span_mark_resident(a, &seg->pages[first + n], first + n, hi, now);
 }
 
+/* How many of slices [first, first + n) lie in stretch k. */
+static size_t stretch_share(size_t k, size_t first, size_t n) {
+  size_t lo = k * HAK_STRETCH_SLICES, hi = lo + HAK_STRETCH_SLICES;
+  return (first + n < hi ? first + n : hi) - (first > lo ? first : lo);
+}
+
 /* Slices [first, first + n) were taken for a span of `kind`, `advisable`
  * if a page that may begin a huge-page stretch (not sparse, and some of its
  * slices held no memory): count them in their stretches, and advise or
@@ -206,25 +210,21 @@ static void stretches_take(hak_arena_t *a, hak_segment_t *seg, size_t first, siz
   bool advise = kind == HAK_SPAN_PAGE && advisable &&
                 atomic_load_explicit(&hak_stat_huge_stretches, memory_order_relaxed) < stretch_budget &&
                 atomic_load_explicit(&hak_stat_committed_peak, memory_order_relaxed) >= HAK_HUGE_STRETCH_FROM;
-  for (size_t i = first, end; i < first + n; i = end) {
-    size_t k = i / HAK_STRETCH_SLICES, lo = k * HAK_STRETCH_SLICES;
-    end = lo + HAK_STRETCH_SLICES < first + n ? lo + HAK_STRETCH_SLICES : first + n;
-    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] + (end - i));
-    if (kind == HAK_SPAN_LARGE && end - i == HAK_STRETCH_SLICES && stretch_is_huge(seg, k))
+  for (size_t k = first / HAK_STRETCH_SLICES; k <= (first + n - 1) / HAK_STRETCH_SLICES; k++) {
+    size_t ours = stretch_share(k, first, n);
+    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] + ours);
+    if (kind == HAK_SPAN_LARGE && ours == HAK_STRETCH_SLICES && hak_stretch_is_huge(seg, k))
       stretch_advise(seg, k, false);
-    else if (advise && k != 0 && !stretch_is_huge(seg, k) && seg->stretch_used[k] == end - i &&
-             slices_count(&seg->pages[lo], HAK_STRETCH_SLICES, HAK_SLICE_FRESH) == HAK_STRETCH_SLICES &&
+    else if (advise && k != 0 && !hak_stretch_is_huge(seg, k) && seg->stretch_used[k] == ours &&
+             slices_count(&seg->pages[k * HAK_STRETCH_SLICES], HAK_STRETCH_SLICES, HAK_SLICE_FRESH) == HAK_STRETCH_SLICES &&
              stretch_advise(seg, k, true))
       stretch_free_parts_resident(a, seg, k, first, n, hak_clock_ms());
   }
 }
 
 static void stretches_give(hak_segment_t *seg, size_t first, size_t n) {
-  for (size_t i = first, end; i < first + n; i = end) {
-    size_t k = i / HAK_STRETCH_SLICES;
-    end = (k + 1) * HAK_STRETCH_SLICES < first + n ? (k + 1) * HAK_STRETCH_SLICES : first + n;
-    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] - (end - i));
-  }
+  for (size_t k = first / HAK_STRETCH_SLICES; k <= (first + n - 1) / HAK_STRETCH_SLICES; k++)
+    seg->stretch_used[k] = (uint8_t)(seg->stretch_used[k] - stretch_share(k, first, n));
 }
 
 /* Stretch k loses its advice; the free spans kept for it are due now. */
@@ -246,7 +246,7 @@ static void stretch_demote(hak_arena_t *a, hak_segment_t *seg, size_t k, uint64_
  * (*demoted set). */
 static bool stretch_keeps(hak_arena_t *a, hak_segment_t *seg, size_t k, size_t lo, size_t hi, bool keep_dense,
                           uint64_t now, bool *demoted) {
-  if (!stretch_is_huge(seg, k) || (lo <= k * HAK_STRETCH_SLICES && (k + 1) * HAK_STRETCH_SLICES <= hi)) return false;
+  if (!hak_stretch_is_huge(seg, k) || (lo <= k * HAK_STRETCH_SLICES && (k + 1) * HAK_STRETCH_SLICES <= hi)) return false;
   if (keep_dense && seg->stretch_used[k] * 4 >= HAK_STRETCH_SLICES) return true;
   stretch_demote(a, seg, k, now);
   *demoted = true;
@@ -426,14 +426,6 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ spans */
 
-/* Whether the first n slices of span s lie in part in an advised stretch. */
-static bool span_start_is_huge(const hak_page_t *s, size_t n) {
-  const hak_segment_t *seg = hak_segment_of(s);
-  size_t first = slice_index(s);
-  return seg->huge_stretches != 0 &&
-         (stretch_is_huge(seg, first / HAK_STRETCH_SLICES) || stretch_is_huge(seg, (first + n - 1) / HAK_STRETCH_SLICES));
-}
-
 /* A free span of at least n slices: the smallest-binned one whose first n
  * slices are all dirty if there is one (they are resident already: reusing
  * them costs no page fault, and leaves purged memory purged), else the first
@@ -447,7 +439,7 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
       if (s->slice_count < n) continue;
       if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
-      if (sparse && span_start_is_huge(s, n)) {
+      if (sparse && hak_slices_in_huge_stretch(hak_segment_of(s), slice_index(s), n)) {
         if (huge_fit == NULL) huge_fit = s;
       } else if (fit == NULL) {
         fit = s;
