@@ -372,12 +372,16 @@ static inline void foreign_push(hak_heap_t *heap, hak_page_t *f, size_t bin, hak
 
 /* b may be its page's last block in use but those kept in its class's
  * list: kept, they would hold the page for nothing, so they go back with b
- * (as release_if_only_kept does for heap->recent). */
+ * (as release_if_only_kept does for heap->recent). b is checked first: if
+ * it is kept already (a double free), the kept blocks sent back before the
+ * check could be handed out by the page's owner, b among them, while the
+ * check still ran. */
 static HAK_NOINLINE void keep_unless_last(hak_heap_t *heap, hak_page_t *f, size_t bin, hak_page_t *page,
                                           hak_block_t *b, size_t held) {
   if (foreign_in_page(f, page) + 1 >= hak_page_used(page)) {
+    mark_free(b, page);
     flush_class(heap, bin);
-    free_remote(page, b);
+    hak_page_free_remote(page, b);
   } else {
     foreign_push(heap, f, bin, page, b, held);
   }
