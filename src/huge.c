@@ -313,14 +313,23 @@ typedef struct giant_s {
 static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
 static giant_t *giants;
 
+/* The mapping is cut down to the descriptor's page and the block's own
+ * pages: the rest of the `align` it was over-sized by would otherwise stay
+ * mapped, and be the block's (its usable size, up to `align` more than
+ * asked; the secure variant's canary, which records the slack in 29 bits,
+ * then lay far past the request). */
 static void *giant_alloc(size_t size, size_t align) {
   if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
-  size_t mapped = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
-  uint8_t *base = hak_os_alloc_aligned(mapped, HAK_OS_PAGE);
+  size_t over = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
+  uint8_t *base = hak_os_alloc_aligned(over, HAK_OS_PAGE);
   if (base == NULL) return NULL;
   uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
-  giant_t *g = (giant_t *)(block - HAK_OS_PAGE);
-  g->base = base;
+  uint8_t *start = block - HAK_OS_PAGE, *end = block + hak_align_up(size, HAK_OS_PAGE);
+  if (start > base) hak_os_free(base, (size_t)(start - base));
+  if (base + over > end) hak_os_free(end, (size_t)(base + over - end));
+  size_t mapped = (size_t)(end - start);
+  giant_t *g = (giant_t *)start;
+  g->base = start;
   g->mapped = mapped;
   g->block = block;
   hak_lock(&giant_lock);

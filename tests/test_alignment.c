@@ -103,6 +103,30 @@ static void huge_alignment_small_size(void)
         }
 }
 
+/* Alignments beyond what a segment holds (giant blocks, a mapping each):
+ * the block keeps only its own pages, not the slack its alignment took.
+ * (It kept up to the alignment more, which was its usable size; the
+ * secure variant's canary, which records at most 512 MiB of slack, then
+ * lay far past the request, and free_aligned_sized of a block aligned to
+ * 1 GiB aborted a correct program.) */
+static void giant_blocks_keep_their_size(void)
+{
+    const size_t aligns[] = {32 * MiB, 256 * MiB, 1024 * MiB};
+    const size_t sizes[] = {16, 4096, 5 * MiB + 3};
+    for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            size_t align = aligns[a], size = sizes[s];
+            void *p = aligned_alloc(align, size);
+            CHECKF(p != NULL, "aligned_alloc(%zu, %zu)", align, size);
+            CHECK_ALIGNED(p, align);
+            size_t usable = malloc_usable_size(p);
+            CHECKF(usable >= size && usable <= (size + 4095) / 4096 * 4096,
+                   "aligned_alloc(%zu MiB, %zu): usable size %zu", align / MiB, size, usable);
+            memset(p, 0x5a, usable);
+            hak_free_aligned_sized(p, align, size);
+        }
+}
+
 /* Interleaved with plain mallocs, so aligned blocks come from pages that
  * also hold unaligned ones; all verified at the end. */
 static void aligned_mixed_with_malloc(void)
@@ -214,6 +238,7 @@ int main(void)
     RUN_CASE(power_of_two_sweep);
     RUN_CASE(young_threads_aligned);
     RUN_CASE(huge_alignment_small_size);
+    RUN_CASE(giant_blocks_keep_their_size);
     RUN_CASE(aligned_mixed_with_malloc);
     RUN_CASE(aligned_blocks_fit);
     RUN_CASE(bad_alignments_rejected);
