@@ -870,6 +870,7 @@ HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
 HAK_INTERNAL void hak_arenas_purge_all(void);
 typedef void hak_span_visit_fn(const hak_page_t *span, void *arg);
 HAK_INTERNAL void hak_arenas_visit_spans(hak_span_visit_fn *fn, void *arg);
+HAK_INTERNAL void hak_arenas_release_empty(void);
 HAK_INTERNAL void hak_segment_map_set(hak_segment_t *seg, bool mapped);
 HAK_INTERNAL void hak_segment_init_header(hak_segment_t *seg, size_t size, hak_arena_t *a);
 HAK_INTERNAL bool hak_arenas_are_valid(void);
@@ -967,6 +968,7 @@ HAK_INTERNAL void hak_heaps_fork_child(void);
 typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 HAK_INTERNAL int hak_malloc_trim(size_t pad);
+HAK_INTERNAL void hak_memory_short(void);   /* purge.c: a mapping was refused */
 
 /* free.c: what a pointer handed back to hakmem is (hak_block_find). */
 /* (The C++ deletes are ops of their own in the secure variant only, which

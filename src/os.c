@@ -26,11 +26,13 @@ static _Atomic(uintptr_t) os_aligned_hint;
  * unmap the ends. Returns NULL (errno ENOMEM) on failure. */
 void *hak_os_alloc_aligned(size_t size, size_t align) {
   if (size > SIZE_MAX - align) { errno = ENOMEM; return NULL; }
+  int saved = errno;   /* left as it was on success (an allocation that succeeds does not set it) */
   uintptr_t hint = atomic_load_explicit(&os_aligned_hint, memory_order_relaxed);
   if (hint != 0 && (hint & (align - 1)) == 0) {
     void *p = os_map((void *)hint, size);
     if (p != NULL && ((uintptr_t)p & (align - 1)) == 0) {
       atomic_store_explicit(&os_aligned_hint, (uintptr_t)p + hak_align_up(size, align), memory_order_relaxed);
+      errno = saved;
       return p;
     }
     if (p != NULL) munmap(p, size);
@@ -42,11 +44,14 @@ void *hak_os_alloc_aligned(size_t size, size_t align) {
   if (head) munmap(raw, head);
   if (tail) munmap(p + size, tail);
   atomic_store_explicit(&os_aligned_hint, (uintptr_t)p + hak_align_up(size, align), memory_order_relaxed);
+  errno = saved;
   return p;
 }
 
 /* free() reaches here and the purge below, and must leave errno as it was
- * (POSIX): munmap fails with ENOMEM when it would split a mapping at
+ * (POSIX), as must every call below that may fail without the caller
+ * failing (an allocation that succeeds leaves errno alone, as glibc's
+ * tests check): munmap fails with ENOMEM when it would split a mapping at
  * vm.max_map_count, madvise with EINVAL on locked memory. Warned once, as
  * the purge: a process at its map limit fails every unmap, one per free. */
 void hak_os_free(void *p, size_t size) {
@@ -82,7 +87,9 @@ hak_purge_result_t hak_os_purge(void *p, size_t size) {
  * instead of within 5). Under THP "madvise" or "never" the advice changes
  * nothing. A failure is harmless: only residency differs. */
 void hak_os_no_huge_pages(void *p, size_t size) {
+  int saved = errno;
   (void)madvise(p, size, MADV_NOHUGEPAGE);
+  errno = saved;
 }
 
 /* Let the whole 2 MiB stretches of a block be backed by transparent huge
@@ -91,7 +98,10 @@ void hak_os_no_huge_pages(void *p, size_t size) {
  * True if there was such a stretch and the advice was taken. */
 bool hak_os_huge_pages(void *p, size_t size, bool on) {
   uintptr_t from = hak_align_up((uintptr_t)p, HAK_THP_SIZE), to = ((uintptr_t)p + size) & ~(uintptr_t)(HAK_THP_SIZE - 1);
-  return from < to && madvise((void *)from, to - from, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+  int saved = errno;
+  bool advised = from < to && madvise((void *)from, to - from, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0;
+  errno = saved;
+  return advised;
 }
 
 /* Fault a range in, writable, in one call (Linux 5.14+): what the first
@@ -105,17 +115,21 @@ bool hak_os_populate(void *p, size_t size) {
 #endif
   static _Atomic(bool) unsupported;
   if (atomic_load_explicit(&unsupported, memory_order_relaxed)) return false;
-  if (madvise(p, size, MADV_POPULATE_WRITE) == 0) return true;
-  if (errno == EINVAL) atomic_store_explicit(&unsupported, true, memory_order_relaxed);
-  return false;
+  int saved = errno;
+  bool done = madvise(p, size, MADV_POPULATE_WRITE) == 0;
+  if (!done && errno == EINVAL) atomic_store_explicit(&unsupported, true, memory_order_relaxed);
+  errno = saved;
+  return done;
 }
 
 /* Grow or shrink a mapping without moving it. */
 bool hak_os_resize_in_place(void *p, size_t old_size, size_t new_size) {
   if (new_size == old_size) return true;
-  if (new_size < old_size) return munmap((uint8_t *)p + new_size, old_size - new_size) == 0;
-  void *q = mremap(p, old_size, new_size, 0);
-  return q != MAP_FAILED;
+  int saved = errno;   /* (refused, the block moves instead) */
+  bool done = new_size < old_size ? munmap((uint8_t *)p + new_size, old_size - new_size) == 0
+                                  : mremap(p, old_size, new_size, 0) != MAP_FAILED;
+  errno = saved;
+  return done;
 }
 
 uint64_t hak_clock_ms(void) {
@@ -140,10 +154,11 @@ unsigned hak_cpu_count(void) {
 /* A small file under /proc, read whole and NUL-terminated into buf: its
  * length, 0 if unreadable. */
 static size_t read_proc(const char *path, char *buf, size_t cap) {
+  int saved = errno;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, cap - 1);
-  close(fd);
+  ssize_t n = fd < 0 ? -1 : read(fd, buf, cap - 1);
+  if (fd >= 0) close(fd);
+  errno = saved;
   if (n <= 0) return 0;
   buf[n] = 0;
   return (size_t)n;

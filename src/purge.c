@@ -330,6 +330,16 @@ void hak_collect(void) {
   hak_huge_cache_flush();
 }
 
+/* The OS refused a mapping: the cached huge blocks and every empty
+ * segment (those kept for reuse, and those whose purge delay has not run
+ * out) go back, so that the mapping is tried again with them unmapped
+ * (huge.c, segment.c). Not the rest of hak_collect: pages and free spans
+ * in use hold no address space to give. */
+void hak_memory_short(void) {
+  hak_huge_cache_flush();
+  hak_arenas_release_empty();
+}
+
 /* malloc_trim(0): the same, and "some memory was released". */
 int hak_malloc_trim(size_t pad) {
   (void)pad;

@@ -46,7 +46,10 @@ static uint64_t mix(uint64_t x) {   /* splitmix64's finaliser */
  * clock and an address still differ from run to run. */
 static uint64_t random_seed(void) {
   uint64_t v;
-  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+  int saved = errno;
+  bool got = getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v;
+  errno = saved;
+  if (got) return v;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uintptr_t)&v);
@@ -161,8 +164,10 @@ _Static_assert(sizeof(hak_segment_t) <= HAK_META_SIZE - HAK_OS_PAGE, "room for t
 /* The last OS page of the metadata: an underflow from the first data
  * slice faults there instead of rewriting page descriptors. */
 void hak_secure_segment_init(hak_segment_t *seg) {
+  int saved = errno;
   if (mprotect((uint8_t *)seg + HAK_META_SIZE - HAK_OS_PAGE, HAK_OS_PAGE, PROT_NONE) != 0)
     hak_verbose("hakmem: warning: no guard page for segment %p\n", (void *)seg);
+  errno = saved;
 }
 
 /* The OS page right after a large or huge block (segment.c, huge.c), or
@@ -171,9 +176,11 @@ void hak_secure_segment_init(hak_segment_t *seg) {
  * splits one), the block goes unguarded (false); the canary still catches
  * what reaches its trailer. */
 static bool protect(void *p, size_t size, bool on) {
+  int saved = errno;
   if (mprotect(p, size, on ? PROT_NONE : PROT_READ | PROT_WRITE) == 0) return true;
   if (on) hak_verbose("hakmem: warning: no guard page at %p (mprotect: errno %d)\n", p, errno);
   else hak_fatal("internal error: guard page %p stays inaccessible (mprotect: errno %d)", p, errno);
+  errno = saved;   /* (the block goes unguarded; the call that made it succeeds) */
   return false;
 }
 

@@ -448,6 +448,36 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
   return fit != NULL ? fit : huge_fit;
 }
 
+/* A span from a new segment of the arena (locked). If the OS maps none
+ * (address space or commit limit), once more after hakmem gave back what
+ * it keeps cached (hak_memory_short; the lock let go meanwhile, so a span
+ * freed then is taken too). */
+static hak_page_t *arena_grow(hak_arena_t *a, size_t slices, bool sparse) {
+  int saved = errno;
+  if (segment_new(a) != NULL) return arena_find_span(a, slices, sparse);
+  hak_unlock(&a->lock);
+  hak_memory_short();
+  hak_lock(&a->lock);
+  hak_page_t *span = arena_find_span(a, slices, sparse);
+  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices, sparse);
+  if (span != NULL) errno = saved;   /* (the first refusal set it) */
+  return span;
+}
+
+/* Every arena's empty segments, the kept ones too, unmapped
+ * (hak_memory_short). */
+void hak_arenas_release_empty(void) {
+  for (unsigned i = 0; i < arena_count; i++) {
+    hak_arena_t *a = &arenas[i];
+    hak_lock(&a->lock);
+    for (hak_segment_t *seg = a->segments, *next; seg != NULL; seg = next) {
+      next = seg->next;
+      if (seg->used_slices == 0) segment_release(a, seg);
+    }
+    hak_unlock(&a->lock);
+  }
+}
+
 /* Take a span of `slices` slices for a page or a large block (`kind`).
  * Returns its descriptor, with slice_count and span_kind set and every
  * slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
@@ -459,7 +489,7 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
 hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool sparse, bool *dirty) {
   hak_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices, sparse);
-  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices, sparse);
+  if (span == NULL) span = arena_grow(a, slices, sparse);
   if (span == NULL) { hak_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
@@ -580,7 +610,10 @@ static void large_judge_use(uintptr_t block) {
   unsigned char vec[2048];
   size_t pages = ((block & (HAK_SLICE_SIZE - 1)) << HAK_SLICE_SHIFT) / HAK_OS_PAGE;
   if (pages > sizeof vec) pages = sizeof vec;
-  if (mincore((void *)(block & ~(uintptr_t)(HAK_SLICE_SIZE - 1)), pages * HAK_OS_PAGE, vec) != 0) return;
+  int saved = errno;
+  bool seen = mincore((void *)(block & ~(uintptr_t)(HAK_SLICE_SIZE - 1)), pages * HAK_OS_PAGE, vec) == 0;
+  errno = saved;   /* (the malloc asking goes on) */
+  if (!seen) return;
   size_t resident = 0;
   for (size_t i = 0; i < pages; i++) resident += vec[i] & 1;
   uint32_t dense = resident * 8 >= pages * 7;
