@@ -176,10 +176,21 @@ size_t hak_aligned_request(size_t size, size_t align) {
   return hak_align_up(HAK_REQUEST(size > 0 ? size : 1), align);
 }
 
+/* An aligned huge or giant block, counted (HAKMEM_STATS) in the row its
+ * free is counted in (free.c, free_searched), on the thread's own heap,
+ * made now if it has none, as a free's is. */
+static HAK_NOINLINE void count_aligned_huge(void) {
+  hak_heap_t *heap = hak_heap_get(), *counted = heap != &hak_heap_empty ? heap : hak_heap_thread_init();
+  if (counted == NULL) return;
+  hak_counter_inc(&counted->stats[0].allocs);
+  if (counted != heap) hak_heap_release(counted);
+}
+
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
     return HAK_HANDOUT(hak_malloc_generic(hak_aligned_request(size, align), hak_heap_get(), zero), size);
+  if (hak_unlikely(hak_owner_counted)) count_aligned_huge();
   size_t request = HAK_REQUEST(size > 0 ? size : 1);   /* (huge: the mapping is aligned) */
   void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(request, align, NULL, zero)
                                        : hak_huge_alloc(request, align, zero);

@@ -52,6 +52,13 @@ static void huge_map_slices(hak_segment_t *seg, hak_page_t *page, size_t size) {
   for (size_t i = 0; i < HAK_SLICES; i++) seg->slices[i].page = i < mapped_slices ? page : &hak_page_unmapped;
 }
 
+/* A huge (or giant) block of `size` mapped bytes in the counters. */
+static void huge_account(size_t size) {
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)size, memory_order_relaxed);
+  atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
+  hak_stat_commit((int64_t)size);
+}
+
 /* Make `seg` (mapped, `total` bytes) describe one huge block at `offset`. */
 static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   hak_segment_init_header(seg, total, NULL);
@@ -60,9 +67,7 @@ static void *huge_setup(hak_segment_t *seg, size_t total, size_t offset) {
   page->slice_count = 1;
   hak_page_used_set(page, 1);
   huge_map_slices(seg, page, total);
-  atomic_fetch_add_explicit(&hak_stat_huge_bytes, (int64_t)total, memory_order_relaxed);
-  atomic_fetch_add_explicit(&hak_stat_huge_count, 1, memory_order_relaxed);
-  hak_stat_commit((int64_t)total);
+  huge_account(total);
   hak_segment_map_set(seg, true);
   return (uint8_t *)seg + offset;
 }
@@ -351,7 +356,7 @@ static void *giant_alloc(size_t size, size_t align) {
   g->next = giants;
   giants = g;
   hak_unlock(&giant_lock);
-  hak_stat_commit((int64_t)mapped);
+  huge_account(mapped);   /* (counted as huge blocks) */
   return block;
 }
 
@@ -368,7 +373,7 @@ bool hak_giant_free(void *p) {
   if (g) *link = g->next;
   hak_unlock(&giant_lock);
   if (g == NULL) return false;
-  hak_stat_commit(-(int64_t)g->mapped);
+  huge_unaccount(g->mapped);
   hak_os_free(g->base, g->mapped);
   return true;
 }

@@ -147,8 +147,8 @@ static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
 /* ------------------------------------------------------------ the report */
 
 /* Large blocks (a span of an arena segment each, up to HAK_LARGE_MAX) and
- * huge blocks (a segment each) are counted apart: huge_* never includes
- * large blocks. Both are in the live bytes, in mallinfo2's hblks/hblkhd and
+ * huge blocks (a segment each, and giant ones: a mapping each) are counted
+ * apart: huge_* never includes large blocks. Both are in the live bytes, in mallinfo2's hblks/hblkhd and
  * in the size-0 class row, whose call counters count both. */
 typedef struct totals_s {
   int64_t segments, segments_released, huge_stretches, committed, committed_peak, purged;

@@ -6,8 +6,12 @@
  * frees the quarter it allocated last itself (local frees: its first few
  * blocks come from the shared heap, whose frees are cross-thread) and
  * exits; main frees the rest (cross-thread frees). One large block (a span
- * of an arena segment) and one huge block (a segment of its own) too, which
- * the report counts apart. The text report is printed twice on stderr:
+ * of an arena segment) and three huge blocks too, which the report counts
+ * apart: one of malloc's (a segment of its own), one aligned beyond a
+ * slice (a segment of its own too, through the aligned path) and one
+ * aligned beyond a segment (a giant block, a mapping of its own); each
+ * of the last two was once left out of some count (their allocations, the
+ * giant's bytes). The text report is printed twice on stderr:
  * after "report held", while they are live, and at the end. */
 #include "hak_test.h"
 
@@ -15,6 +19,7 @@
 #define N 3000
 #define LARGE_SIZE (3 * MiB)    /* as in stats_report.py */
 #define HUGE_SIZE (40 * MiB)
+#define ALIGNED_SIZE 100        /* aligned to 1 MiB, then to 64 MiB */
 
 static void *blocks[N];
 
@@ -66,6 +71,8 @@ int main(void)
     char *huge = malloc(HUGE_SIZE);
     CHECK(huge != NULL);
     memset(huge, 1, HUGE_SIZE);
+    char *aligned_huge = aligned_alloc(MiB, ALIGNED_SIZE), *giant = aligned_alloc(64 * MiB, ALIGNED_SIZE);
+    CHECK(aligned_huge != NULL && giant != NULL);
     snapshot("held");
     fprintf(stderr, "report held\n");
     fflush(stderr);
@@ -73,11 +80,11 @@ int main(void)
 
 #ifdef HAK_TEST_STANDARD_NAMES
     struct mallinfo2 held = mallinfo2();
-    size_t expect = (size_t)(N - N / 4) * SIZE + LARGE_SIZE + HUGE_SIZE;
+    size_t expect = (size_t)(N - N / 4) * SIZE + LARGE_SIZE + HUGE_SIZE + 2 * ALIGNED_SIZE;
     CHECKF(held.uordblks >= before.uordblks + expect, "mallinfo2 in use %zu -> %zu, expected +%zu",
            before.uordblks, held.uordblks, expect);
     /* hblks, hblkhd: the blocks beyond the size classes, large and huge */
-    CHECKF(held.hblks >= before.hblks + 2 && held.hblkhd >= before.hblkhd + LARGE_SIZE + HUGE_SIZE,
+    CHECKF(held.hblks >= before.hblks + 4 && held.hblkhd >= before.hblkhd + LARGE_SIZE + HUGE_SIZE + 2 * ALIGNED_SIZE,
            "large and huge blocks %zu, %zu bytes", held.hblks, held.hblkhd);
 #endif
 
@@ -87,6 +94,8 @@ int main(void)
     }
     free(large);
     free(huge);
+    free(aligned_huge);
+    free(giant);
     snapshot("freed");
     print_report();   /* the text report, on stderr */
     return 0;
