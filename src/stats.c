@@ -148,8 +148,9 @@ static uint64_t live_blocks(const snapshot_t *s, size_t bin) {
 
 /* Large blocks (a span of an arena segment each, up to HAK_LARGE_MAX) and
  * huge blocks (a segment each, and giant ones: a mapping each) are counted
- * apart: huge_* never includes large blocks. Both are in the live bytes, in mallinfo2's hblks/hblkhd and
- * in the size-0 class row, whose call counters count both. */
+ * apart: huge_* never includes large blocks. Both are in the live bytes
+ * (but mallinfo2's uordblks), in its hblks/hblkhd and in the size-0 class
+ * row, whose call counters count both. */
 typedef struct totals_s {
   int64_t segments, segments_released, huge_stretches, committed, committed_peak, purged;
   int64_t large_count, large_bytes, huge_count, huge_bytes, cache_hits, cache_misses;
@@ -311,16 +312,21 @@ void hak_stats_at_exit(void) {
 
 /* ------------------------------------------------------------ glibc's views */
 
+/* glibc's split: blocks of the size classes are its "arena" chunks, the
+ * blocks beyond them (large and huge) its mmapped ones, so that a program
+ * that adds uordblks and hblkhd, as glibc's documentation has it, gets
+ * the bytes in use once (uordblks once counted both). */
 struct mallinfo2 hak_mallinfo2(void) {
   report_begin();
-  size_t live = (size_t)report.live_bytes + (size_t)beyond_classes_bytes(&report_totals);
+  size_t beyond = (size_t)beyond_classes_bytes(&report_totals), committed = (size_t)report_totals.committed;
+  size_t live = (size_t)report.live_bytes;   /* (in blocks of the size classes) */
   struct mallinfo2 mi = {
-    .arena = (size_t)report_totals.committed,        /* bytes hakmem holds for blocks */
+    .arena = committed > beyond ? committed - beyond : 0,   /* bytes held for blocks of the classes */
     .ordblks = (size_t)report.free_spans,            /* free chunks: free spans */
-    .hblks = (size_t)beyond_classes_count(&report_totals),   /* glibc: mmapped chunks; here large and huge blocks */
-    .hblkhd = (size_t)beyond_classes_bytes(&report_totals),
+    .hblks = (size_t)beyond_classes_count(&report_totals),
+    .hblkhd = beyond,
     .usmblks = (size_t)report_totals.committed_peak,
-    .uordblks = live,                                /* in live blocks */
+    .uordblks = live,
     .keepcost = (size_t)report.dirty_span_bytes,     /* what malloc_trim would return */
   };
   mi.fordblks = mi.arena > live ? mi.arena - live : 0;
