@@ -11,24 +11,26 @@
 typedef struct option_desc_s {
   const char *name;          /* after HAKMEM_ */
   long fallback;
+  long least;                /* the smallest value it takes (-1: "never") */
 } option_desc_t;
 
 /* Keep in step with the option table in README.md. */
 static const option_desc_t option_descs[HAK_OPT_COUNT] = {
-  [HAK_OPT_VERBOSE]     = { "VERBOSE", 0 },
-  [HAK_OPT_STATS]       = { "STATS", HAK_STATS_OFF },
-  [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10 },
-  [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED },
-  [HAK_OPT_ARENAS]      = { "ARENAS", 0 },
-  [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20 },
-  [HAK_OPT_BACKGROUND]  = { "BACKGROUND", 1 },
-  [HAK_OPT_ZERO_ON_FREE] = { "ZERO_ON_FREE", 0 },   /* secure variant only */
-  [HAK_OPT_HUGE_PAGES]  = { "HUGE_PAGES", 1 },
+  [HAK_OPT_VERBOSE]     = { "VERBOSE", 0, 0 },
+  [HAK_OPT_STATS]       = { "STATS", HAK_STATS_OFF, 0 },
+  [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10, -1 },
+  [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED, 0 },
+  [HAK_OPT_ARENAS]      = { "ARENAS", 0, 0 },
+  [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20, 0 },
+  [HAK_OPT_BACKGROUND]  = { "BACKGROUND", 1, 0 },
+  [HAK_OPT_ZERO_ON_FREE] = { "ZERO_ON_FREE", 0, 0 },   /* secure variant only */
+  [HAK_OPT_HUGE_PAGES]  = { "HUGE_PAGES", 1, 0 },
 };
 
 long hak_options[HAK_OPT_COUNT];
 
-/* "123", "-1", or a size with a k/m/g suffix ("64m"). */
+/* "123", "-1", or a size with a k/m/g suffix ("64m"); false if it does
+ * not fit a long once scaled. */
 static bool parse_number(const char *s, long *out) {
   bool negative = *s == '-';
   if (negative) s++;
@@ -36,15 +38,18 @@ static bool parse_number(const char *s, long *out) {
   long v = 0;
   while (*s >= '0' && *s <= '9') {
     int digit = *s++ - '0';
-    if (v > ((LONG_MAX >> 30) - digit) / 10) return false;   /* room left for a 'g' */
+    if (v > (LONG_MAX - digit) / 10) return false;
     v = v * 10 + digit;
   }
+  int shift = 0;
   switch (*s | 0x20) {
-    case 'k': v <<= 10; s++; break;
-    case 'm': v <<= 20; s++; break;
-    case 'g': v <<= 30; s++; break;
+    case 'k': shift = 10; s++; break;
+    case 'm': shift = 20; s++; break;
+    case 'g': shift = 30; s++; break;
     default: break;
   }
+  if (v > LONG_MAX >> shift) return false;
+  v <<= shift;
   if (*s == 'b' || *s == 'B') s++;
   if (*s != 0) return false;
   *out = negative ? -v : v;
@@ -62,8 +67,12 @@ static bool parse_option(hak_option_t o, const char *s, long *out) {
       if (strcmp(s, "dontneed") == 0) { *out = HAK_PURGE_DONTNEED; return true; }
       if (strcmp(s, "free") == 0) { *out = HAK_PURGE_FREE; return true; }
       return false;
-    default:
-      return parse_number(s, out);
+    default: {
+      long v;
+      if (!parse_number(s, &v) || v < option_descs[o].least) return false;   /* (a negative size: no size) */
+      *out = v;
+      return true;
+    }
   }
 }
 

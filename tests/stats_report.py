@@ -129,16 +129,20 @@ def text_report_and_warnings(binary):
 
 
 def option_value_bounds(binary):
-    """A size option takes values up to LONG_MAX >> 30 with a 'g' (shifted,
-    it still fits a long); one more is refused with the warning, not
-    wrapped to a negative size."""
-    largest = str((2**63 - 1) >> 30) + "g"
-    too_large = str(((2**63 - 1) >> 30) + 1) + "g"
-    proc = run(binary, HAKMEM_HUGE_CACHE=largest)
-    check("ignoring" not in proc.stderr, f"HAKMEM_HUGE_CACHE={largest} accepted: {proc.stderr[-500:]!r}")
-    proc = run(binary, HAKMEM_HUGE_CACHE=too_large)
-    check(f"ignoring HAKMEM_HUGE_CACHE={too_large} (not a valid value)" in proc.stderr,
-          f"HAKMEM_HUGE_CACHE={too_large} refused: {proc.stderr[-500:]!r}")
+    """A size option takes any value that fits a long once scaled: up to
+    LONG_MAX >> 30 with a 'g', LONG_MAX plain (plain values above
+    LONG_MAX >> 30 were once refused); one more is refused with the
+    warning, not wrapped to a negative size; so is a negative size (once
+    taken as no bound), but a purge delay of -1 ("never")."""
+    def accepted(option, value):
+        proc = run(binary, **{option: value})
+        return f"ignoring {option}={value} (not a valid value)" not in proc.stderr
+    for value in (str((2**63 - 1) >> 30) + "g", str(2**63 - 1), "9999999999", "64m"):
+        check(accepted("HAKMEM_HUGE_CACHE", value), f"HAKMEM_HUGE_CACHE={value} accepted")
+    for value in (str(((2**63 - 1) >> 30) + 1) + "g", str(2**63), "-1", "-64m"):
+        check(not accepted("HAKMEM_HUGE_CACHE", value), f"HAKMEM_HUGE_CACHE={value} refused")
+    check(accepted("HAKMEM_PURGE_DELAY", "-1"), "HAKMEM_PURGE_DELAY=-1 accepted")
+    check(not accepted("HAKMEM_PURGE_DELAY", "-2"), "HAKMEM_PURGE_DELAY=-2 refused")
 
 
 def main():
