@@ -6,6 +6,7 @@
  * might (pthread key, atfork handlers) come after the allocator is ready, so
  * a malloc they make is served normally instead of recursing. */
 #include <sched.h>
+#include <sys/auxv.h>
 #include "internal.h"
 
 _Atomic int hak_init_state;
@@ -92,6 +93,14 @@ void hak_process_init(void) {
     return;
   }
   hak_options_init();
+  /* Built for 4 KiB OS pages (HAK_OS_PAGE): on a kernel with larger ones
+   * (arm64 or ppc64 with 16 or 64 KiB), valloc's alignment, purges and
+   * guard pages would be wrong. Said once at start; getauxval does not
+   * allocate. */
+  unsigned long os_page = getauxval(AT_PAGESZ);
+  if (os_page != 0 && os_page != HAK_OS_PAGE)
+    hak_message("hakmem: warning: the OS page is %lu bytes, hakmem is built for %d: not supported\n", os_page,
+                HAK_OS_PAGE);
   bool tracked = hak_tracking_init();   /* valgrind: every call on the generic paths (tracking.h) */
   hak_owner_counted = hak_option(HAK_OPT_STATS) != HAK_STATS_OFF || tracked ? HAK_OWNER_COUNTED : 0;
   hak_arenas_init();
