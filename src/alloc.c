@@ -292,9 +292,10 @@ void *hak_realloc(void *p, size_t size) {
     if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
     return p;
   }
+  int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
   if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
     void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
-    if (q != NULL) return q;
+    if (q != NULL) { errno = saved; return q; }
   }
   void *q = NULL;
   hak_growth_t growth = hak_realloc_growth(usable, size);
@@ -302,6 +303,7 @@ void *hak_realloc(void *p, size_t size) {
   else if (growth == HAK_GROW_HUGE) q = hak_huge_alloc(size, 0, false);
   if (q == NULL) q = hak_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  errno = saved;
   if (hak_unlikely(hak_tracking)) hak_track_resize(p, usable, usable);   /* the copy reads past the request */
   memcpy(q, p, usable < size ? usable : size);
   hak_free(p);

@@ -25,6 +25,7 @@
  * back to their arena or cache, under its lock), and never touches a block
  * after publishing it (docs/design.md §5.2): once pushed, another thread
  * may already reuse it. */
+#include <errno.h>
 #include "internal.h"
 
 /* ------------------------------------------------------------ misuse */
@@ -473,8 +474,11 @@ void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
   uint32_t mallocs = HAK_HEARTBEAT - (HAK_HEARTBEAT_SLOW - 1) * heap->slow_mallocs;
   bool kept = heap->keeps_foreign, keep = heap->foreign_frees * 2 >= mallocs;
   heap->foreign_frees = heap->slow_mallocs = 0;
-  if (keep && heap->foreign == NULL)   /* (zero: nothing kept, no direct entry leads there) */
+  if (keep && heap->foreign == NULL) {   /* (zero: nothing kept, no direct entry leads there) */
+    int saved = errno;   /* (refused: nothing is kept, and the malloc at the heartbeat goes on) */
     heap->foreign = hak_os_alloc_aligned(FOREIGN_MAP, HAK_OS_PAGE);
+    errno = saved;
+  }
   heap->keeps_foreign = keep && heap->foreign != NULL;
   if (kept) flush_foreign(heap, heap->keeps_foreign);
 }

@@ -1,6 +1,7 @@
 /* Thread heaps: one per thread, created on its first allocation, given up
  * when the thread exits (its pages abandoned for other threads to adopt),
  * and recycled for the next thread. */
+#include <errno.h>
 #include <string.h>
 #include "internal.h"
 
@@ -148,8 +149,13 @@ hak_heap_t *hak_heap_thread_init(void) {
   hak_unlock(&heaps_lock);
   bool zeroed = heap == NULL;
   if (heap == NULL) {
-    /* Heaps come straight from the OS: malloc cannot be used to make malloc. */
-    heap = hak_os_alloc_aligned(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
+    /* Heaps come straight from the OS: malloc cannot be used to make malloc.
+     * errno stays as it was even if none can be made: a free asking for a
+     * heap (to count a call, or to quarantine a block) keeps it, and an
+     * allocation that fails says ENOMEM itself. */
+    int saved = errno;
+    heap = hak_os_alloc_or_short(hak_align_up(sizeof(hak_heap_t), HAK_OS_PAGE), HAK_OS_PAGE);
+    errno = saved;
     if (heap == NULL) return NULL;
   }
   heap_setup(heap, hak_arena_for_new_heap(), zeroed);

@@ -226,19 +226,6 @@ size_t hak_huge_cache_bytes(void) {
 
 static void *giant_alloc(size_t size, size_t align);   /* below */
 
-/* A mapping for a huge or giant block; if the OS refuses (address space or
- * commit limit), once more after hakmem gave back what it keeps cached,
- * this cache among it (hak_memory_short). */
-static void *map_or_short(size_t size, size_t align) {
-  int saved = errno;
-  void *p = hak_os_alloc_aligned(size, align);
-  if (p != NULL) return p;
-  hak_memory_short();
-  p = hak_os_alloc_aligned(size, align);
-  if (p != NULL) errno = saved;   /* (the first refusal set it) */
-  return p;
-}
-
 void *hak_huge_alloc(size_t size, size_t align, bool zero) {
   if (align > HAK_HUGE_ALIGN_MAX) return giant_alloc(size, align);
   if (size > HAK_MAX_REQUEST) { errno = ENOMEM; return NULL; }
@@ -247,7 +234,7 @@ void *hak_huge_alloc(size_t size, size_t align, bool zero) {
   bool zeroed = true;   /* a fresh mapping is */
   hak_segment_t *seg = cache_take(total, &zeroed);
   if (seg != NULL) total = seg->size;   /* may be up to an eighth larger */
-  else if ((seg = map_or_short(total, HAK_SEGMENT_SIZE)) == NULL) return NULL;
+  else if ((seg = hak_os_alloc_or_short(total, HAK_SEGMENT_SIZE)) == NULL) return NULL;
   void *p = huge_setup(seg, total, offset);
   if (zero && !zeroed) memset(p, 0, size);
 #if HAKMEM_SECURE
@@ -341,7 +328,7 @@ static giant_t *giants;
 static void *giant_alloc(size_t size, size_t align) {
   if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
   size_t over = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
-  uint8_t *base = map_or_short(over, HAK_OS_PAGE);
+  uint8_t *base = hak_os_alloc_or_short(over, HAK_OS_PAGE);
   if (base == NULL) return NULL;
   uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
   uint8_t *start = block - HAK_OS_PAGE, *end = block + hak_align_up(size, HAK_OS_PAGE);

@@ -969,6 +969,7 @@ typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 HAK_INTERNAL int hak_malloc_trim(size_t pad);
 HAK_INTERNAL void hak_memory_short(void);   /* purge.c: a mapping was refused */
+HAK_INTERNAL void *hak_os_alloc_or_short(size_t size, size_t align);
 
 /* free.c: what a pointer handed back to hakmem is (hak_block_find). */
 /* (The C++ deletes are ops of their own in the secure variant only, which

@@ -213,6 +213,7 @@ static void purger_start(void) {
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
+  int saved = errno;   /* (the malloc that starts it succeeds without it) */
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, HAK_PURGER_STACK);
@@ -223,6 +224,7 @@ static void purger_start(void) {
   }
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  errno = saved;
   atomic_store_explicit(&purger_state, rc == 0 ? PURGER_RUNNING : PURGER_OFF, memory_order_release);
   if (rc == 0) hak_verbose("hakmem: purger thread started\n");
   else hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
@@ -338,6 +340,19 @@ void hak_collect(void) {
 void hak_memory_short(void) {
   hak_huge_cache_flush();
   hak_arenas_release_empty();
+}
+
+/* A mapping from the OS (hak_os_alloc_aligned) for memory the call needs
+ * (a segment, a huge or giant block, a heap): if refused, once more after
+ * hak_memory_short. errno as it was if it is mapped in the end. */
+void *hak_os_alloc_or_short(size_t size, size_t align) {
+  int saved = errno;
+  void *p = hak_os_alloc_aligned(size, align);
+  if (p != NULL) return p;
+  hak_memory_short();
+  p = hak_os_alloc_aligned(size, align);
+  if (p != NULL) errno = saved;   /* (the first refusal set it) */
+  return p;
 }
 
 /* malloc_trim(0): the same, and "some memory was released". */

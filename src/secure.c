@@ -356,9 +356,10 @@ static inline bool all_set(bytes16_t r) {
 
 /* Write the canary of p, `usable` bytes to its block's end, allocated for
  * hak_secure_request(size) by `family`. A slack too large for the trailer
- * (512 MiB: only a giant block, whose mapping has room for its alignment,
- * can have one) is capped: the requested size then reads as somewhat
- * larger. The pattern words may reach into the trailer, written after.
+ * (512 MiB) is capped: the requested size then reads as somewhat larger.
+ * (No block has one: a block's slack is under its class's step, a large
+ * or huge block's under an OS page or a slice, a giant block's under an
+ * OS page.) The pattern words may reach into the trailer, written after.
  * small: from the malloc fast path (a small slack; keys chosen). */
 static inline __attribute__((always_inline)) void *canary_write(void *p, size_t usable, size_t size, unsigned family,
                                                                 bool small) {
@@ -787,10 +788,11 @@ void *hak_secure_realloc(void *p, size_t size) {
   size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
   size_t need = hak_secure_request(size);
   if (need <= usable && need >= usable / 2) return hak_secure_handout(p, size);
+  int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
   if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES &&
       size > HAK_MEDIUM_MAX && !hak_tracking) {
     void *q = hak_huge_realloc(ref.seg, ref.page, need);
-    if (q != NULL) return hak_secure_handout(q, size);
+    if (q != NULL) { errno = saved; return hak_secure_handout(q, size); }
   }
   void *q = NULL;
   hak_growth_t growth = hak_realloc_growth(usable, need);
@@ -800,6 +802,7 @@ void *hak_secure_realloc(void *p, size_t size) {
     q = handout_as(hak_huge_alloc(need, 0, false), size, HAK_FAMILY_MALLOC);
   if (q == NULL) q = hak_secure_malloc(size);
   if (q == NULL) return NULL;   /* errno is ENOMEM; p is untouched */
+  errno = saved;
   memcpy(q, p, old < size ? old : size);
   hak_secure_free_plain(p);
   return q;
