@@ -76,6 +76,9 @@ static void fork_parent(void) {
 }
 static void fork_child(void) {
   hak_purger_fork_child();   /* the child has no purger thread (yet) */
+#if HAKMEM_SECURE
+  hak_secure_fork_child();
+#endif
   if (!fork_locked) return;
   hak_huge_fork_child();
   hak_segments_fork_child();

@@ -124,6 +124,13 @@ static uint64_t random_next(void) {
   return mix(rng_state);
 }
 
+/* A forked child (init.c; only the forking thread lives on in it) draws
+ * its own numbers: without this, every child of a pre-forking server gave
+ * its new pages the same secrets and carve orders as its siblings, so one
+ * child's crash told an attacker about the next. (The pages it inherits
+ * keep theirs: their free lists are encoded with them.) */
+void hak_secure_fork_child(void) { rng_state = 0; }
+
 /* ------------------------------------------------------------ pages */
 
 void hak_secure_page_init(hak_page_t *page) {

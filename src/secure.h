@@ -128,6 +128,7 @@ HAK_INTERNAL void hak_secure_page_init(hak_page_t *page);
 HAK_INTERNAL void hak_secure_carve(hak_page_t *page, uint8_t *first, size_t n);
 HAK_INTERNAL void hak_secure_segment_init(hak_segment_t *seg);
 HAK_INTERNAL void hak_secure_keys_init(void);   /* init.c: the process keys, chosen at start */
+HAK_INTERNAL void hak_secure_fork_child(void);   /* init.c: a forked child's own random numbers */
 HAK_INTERNAL void hak_quarantine_flush(hak_heap_t *heap);
 HAK_INTERNAL void hak_free_released(void *p, hak_heap_t *heap);   /* free.c */
 

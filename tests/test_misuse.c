@@ -401,6 +401,62 @@ static void every_pattern_byte_and_fill_word_is_checked(void)
         CHECK_CHILD_EXITED_0(r.status);
     }
 }
+
+/* A block handed out does not show the encoded link it had on its free
+ * list: with two of them and their addresses, the page's secret was
+ * (link ^ next ^ its address), and links could be forged (a review
+ * helper's attack predicted every next block, then steered malloc). */
+static void handed_out_blocks_hide_their_links(void)
+{
+    enum { N = 64 };
+    void *p[N];
+    for (size_t size = 8; size <= 1000; size += 24) {
+        for (int round = 0; round < 2; round++) {   /* carved, then from a free list after the quarantine */
+            for (int i = 0; i < N; i++) {
+                CHECK((p[i] = malloc(size)) != NULL);
+                uintptr_t word0;
+                memcpy(&word0, p[i], sizeof word0);
+                CHECKF(word0 == 0, "malloc(%zu) = %p holds %#lx in its first word", size, p[i], (unsigned long)word0);
+            }
+            for (int i = 0; i < N; i++) free(p[i]);
+            for (int i = 0; i < 2 * HAK_QUARANTINE_SLOTS; i++) free(malloc(8));   /* out of the quarantine */
+        }
+    }
+}
+
+/* A link forged with the page's secret (the strongest attacker: one who
+ * learned it, and who writes the live block's first word as a link too,
+ * the end of the list) to a live block of the same page: the link checks
+ * take both (carved blocks of the page, or the end), and the pop of the
+ * live block stops, as it carries no free tag; handed out, it would have
+ * had two owners. */
+enum { FORGED_SIZE = 56 };   /* with the canary, the 64-byte class */
+
+static void forge_link_to_a_live_block(void)
+{
+    hak_thread_own_heap();
+    char *victim = malloc(FORGED_SIZE), *live = malloc(FORGED_SIZE);
+    CHECK(victim != NULL && live != NULL);
+    hak_page_t *page = hak_page_of(hak_segment_of(victim), victim);
+    CHECK(hak_page_of(hak_segment_of(live), live) == page);
+    free(victim);
+    for (int i = 0; i < 2 * HAK_QUARANTINE_SLOTS; i++) free(malloc(8));   /* the victim out of the quarantine */
+    CHECKF(page->free == (hak_block_t *)victim, "set up: the victim heads its page's free list");
+    hak_block_t *b = (hak_block_t *)victim;
+    b->next = (hak_block_t *)hak_link_encode(page->secret, b, (hak_block_t *)live);
+    ((hak_block_t *)live)->next = (hak_block_t *)hak_link_encode(page->secret, (hak_block_t *)live, NULL);
+    CHECK(malloc(FORGED_SIZE) == victim);
+    hak_announce(live);
+    void *again = malloc(FORGED_SIZE);
+    fprintf(stderr, "malloc handed out %p, live at %p\n", again, (void *)live);
+}
+
+static void forged_link_to_a_live_block_is_stopped(void)
+{
+    hak_child_report r = hak_run_in_child(forge_link_to_a_live_block);
+    CHECKF(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGABRT, "child status 0x%x: %s", r.status, r.text);
+    CHECKF(strstr(r.text, "free list corrupted") != NULL, "report: %s", r.text);
+}
 #endif
 
 int main(void)
@@ -410,6 +466,8 @@ int main(void)
 #ifdef HAK_TEST_SECURE
     if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
+    RUN_CASE(handed_out_blocks_hide_their_links);
+    RUN_CASE(forged_link_to_a_live_block_is_stopped);
 #endif
     return 0;
 }
