@@ -101,8 +101,14 @@
 #define HAK_EXPORT_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target)
 #define HAK_EXPORT_ALIAS_(ret, name, params, target) /* (target expanded first: HAK_DELETE ...) */ \
   ret name params __attribute__((alias(#target), visibility("default")));
+/* Each group also names hak_malloc and hak_free (alloc.c, free.c): linked
+ * from libhakmem.a, a program that names one standard function (free
+ * alone, say, its strings from the C library's strdup) then gets malloc
+ * and free with it, and never one allocator's malloc with the other's
+ * free. */
 #define HAK_DEFINE_EXPORTS(group) \
-  _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS)
+  _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS) \
+  __attribute__((used)) static void *const hak_exports_need_##group[] = { (void *)hak_malloc, (void *)hak_free };
 #else
 #define HAK_DEFINE_EXPORTS(group)
 #endif

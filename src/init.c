@@ -75,17 +75,21 @@ static void fork_parent(void) {
   if (_IO_list_unlock) _IO_list_unlock();
 }
 static void fork_child(void) {
-  hak_purger_fork_child();   /* the child has no purger thread (yet) */
+  if (fork_locked) {
+    hak_huge_fork_child();
+    hak_segments_fork_child();
+    hak_reclaim_fork_child();
+    hak_heaps_fork_child();
+    hak_stats_fork_child();
+    if (_IO_list_resetlock) _IO_list_resetlock();
+  }
+  /* After the locks: the child has no purger thread (yet), and marking
+   * its thread as the process's main one (pthread_setspecific) may
+   * allocate, which waited on a lock still held when it came first. */
+  hak_purger_fork_child();
 #if HAKMEM_SECURE
   hak_secure_fork_child();
 #endif
-  if (!fork_locked) return;
-  hak_huge_fork_child();
-  hak_segments_fork_child();
-  hak_reclaim_fork_child();
-  hak_heaps_fork_child();
-  hak_stats_fork_child();
-  if (_IO_list_resetlock) _IO_list_resetlock();
 }
 
 void hak_process_init(void) {
