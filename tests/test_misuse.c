@@ -459,6 +459,35 @@ static void forged_link_to_a_live_block_is_stopped(void)
 }
 #endif
 
+#ifdef HAK_TEST_SECURE
+/* Forked children draw their own random numbers: the pages each makes
+ * get other carve orders (and secrets) than its siblings'. (They drew the
+ * same before: a crashed child told an attacker how the next would lay
+ * out its blocks.) Each child prints where its first 16 blocks of a fresh
+ * class landed, as offsets within their page. */
+enum { FRESH_SIZE = 2000, FRESH_BLOCKS = 16 };   /* a class nothing before uses */
+
+static void print_carve_order(void)
+{
+    void *p[FRESH_BLOCKS];
+    for (int i = 0; i < FRESH_BLOCKS; i++) CHECK((p[i] = malloc(FRESH_SIZE)) != NULL);
+    for (int i = 0; i < FRESH_BLOCKS; i++) fprintf(stderr, " %lx", (unsigned long)((uintptr_t)p[i] & 0xffff));
+    fprintf(stderr, "\n");
+}
+
+static void forked_children_carve_apart(void)
+{
+    hak_thread_own_heap();
+    hak_child_report r[3];
+    for (int k = 0; k < 3; k++) {
+        r[k] = hak_run_in_child(print_carve_order);
+        CHECK_CHILD_EXITED_0(r[k].status);
+    }
+    CHECKF(strcmp(r[0].text, r[1].text) != 0 || strcmp(r[1].text, r[2].text) != 0,
+           "three children carved alike: %s", r[0].text);
+}
+#endif
+
 int main(void)
 {
     hak_test_begin("test_misuse (" VARIANT_NAME ")");
@@ -468,6 +497,7 @@ int main(void)
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
     RUN_CASE(handed_out_blocks_hide_their_links);
     RUN_CASE(forged_link_to_a_live_block_is_stopped);
+    RUN_CASE(forked_children_carve_apart);
 #endif
     return 0;
 }
