@@ -173,7 +173,11 @@ void *hak_calloc(size_t count, size_t size) {
  * bytes, and a huge block of none is no block. The size handed out stays
  * the one asked for, which the secure variant's free_sized checks.) */
 size_t hak_aligned_request(size_t size, size_t align) {
-  return hak_align_up(HAK_REQUEST(size > 0 ? size : 1), align);
+  size_t request = HAK_REQUEST(size > 0 ? size : 1);
+  /* (Not rounded beyond the classes: a large block is aligned already, and
+   * in the secure variant its guard page then follows its request, not
+   * the alignment's round-up, up to 64 KiB further.) */
+  return request > HAK_MEDIUM_MAX ? request : hak_align_up(request, align);
 }
 
 /* An aligned huge or giant block, counted (HAKMEM_STATS) in the row its

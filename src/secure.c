@@ -783,18 +783,29 @@ size_t hak_secure_usable_size(const void *p) {
   return live_block(HAK_OP_USABLE_SIZE, p, &ref);
 }
 
-/* Shrinks and small growth stay in place (with a new canary); the rest
- * moves (the move is what quarantines the old block), with the default
- * build's room to grow (alloc.c, hak_realloc_growth), but for a huge block too
- * large for the quarantine, which is resized as the default build does
- * (mremap, its guard page moved to its new end). */
+/* Whether block `ref` (`usable` bytes) can take a request of `need` bytes
+ * in place: it fits, without wasting half, and a large or huge block's
+ * guard page would still follow the request's last OS page. (A large or
+ * huge block shrunk by a page or more in place kept its guard at its old
+ * end: a read a page past the new request went unseen.) */
+static bool fits_in_place(const hak_block_ref_t *ref, size_t need, size_t usable) {
+  if (need > usable || need < usable / 2) return false;
+  return ref->seg == NULL || ref->page->span_kind == HAK_SPAN_PAGE || hak_align_up(need, HAK_OS_PAGE) >= usable;
+}
+
+/* Shrinks and small growth stay in place (with a new canary) where the
+ * block's guard page stays right (fits_in_place); the rest moves (the move
+ * is what quarantines the old block), with the default build's room to
+ * grow (alloc.c, hak_realloc_growth), but for a huge block too large for
+ * the quarantine, which is resized as the default build does (mremap, its
+ * guard page moved to its new end). */
 void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
   if (size == 0) { secure_free(p, HAK_OP_REALLOC); return NULL; }
   hak_block_ref_t ref;
   size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
   size_t need = hak_secure_request(size);
-  if (need <= usable && need >= usable / 2) return hak_secure_handout(p, size);
+  if (fits_in_place(&ref, need, usable)) return hak_secure_handout(p, size);
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
   if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES &&
       size > HAK_MEDIUM_MAX && !hak_tracking) {

@@ -10,14 +10,15 @@
  * with -DHAK_TEST_LIBC it runs the same table against the C library and
  * checks nothing, for comparison:
  *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++
- * glibc 2.36 stops 13 of 28: the double and interior frees, the medium
+ * glibc 2.36 stops 14 of 30: the double and interior frees, the medium
  * overflow by 32 and the underflows (both rewrite a chunk header), the
  * large use-after-free write (the block was unmapped), and the overflows
  * a page past a large and a huge block, also after realloc (the writes
- * leave their mappings); it
- * misses the 1-byte overflows, the small and large 32-byte overflows, the
- * small and medium use-after-free writes, the read past a large block and
- * every new/delete mismatch (README.md, "Hardening"). */
+ * leave their mappings), and the read past a large block shrunk by realloc
+ * (its mapping shrank); it misses the 1-byte overflows, the small and
+ * large 32-byte overflows, the small and medium use-after-free writes, the
+ * reads past a large block and an aligned one, and every new/delete
+ * mismatch (README.md, "Hardening"). */
 #include "hak_test.h"
 #ifndef HAK_TEST_LIBC
 #include "internal.h"   /* HAK_SEGMENT_SIZE, HAK_META_SIZE: the guard page */
@@ -244,6 +245,34 @@ static void read_page_past_large(void)
     free(p);
 }
 
+/* A read a page past a large block's request after realloc shrank it (3
+ * to 2 MiB), and past a large block aligned to 64 KiB: the guard follows
+ * the request in both (it once stayed at the old end, and at the end of
+ * the request rounded up to the alignment, up to 64 KiB further). */
+static void read_page_past(char *p, size_t size)
+{
+    hak_announce(p);
+    char c = *(volatile char *)hak_opaque_ptr(p + size + OS_PAGE);
+    fprintf(stderr, "read 0x%02x\n", (unsigned char)c);
+    free(p);
+}
+
+static void read_page_past_large_shrunk(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(LARGE + LARGE / 2);
+    CHECK(p != NULL && (p = realloc(p, LARGE)) != NULL);
+    read_page_past(p, LARGE);
+}
+
+static void read_page_past_aligned_large(void)
+{
+    hak_thread_own_heap();
+    void *p = NULL;
+    CHECK(posix_memalign(&p, 64 * KiB, LARGE) == 0);
+    read_page_past(p, LARGE);
+}
+
 /* ---- the guard page below the first data slice of a segment ------------- */
 
 #ifndef HAK_TEST_LIBC
@@ -295,6 +324,8 @@ static const struct misuse {
     { "overflow to a page past the end, large", overflow_page_large, SECURE, NULL, 0 },
     { "overflow to a page past the end, huge", overflow_page_huge, SECURE, NULL, DEFAULT },
     { "read a page past the end, large", read_page_past_large, SECURE, NULL, 0 },
+    { "read a page past the end, large shrunk by realloc", read_page_past_large_shrunk, SECURE, NULL, 0 },
+    { "read a page past the end, large aligned to 64 KiB", read_page_past_aligned_large, SECURE, NULL, 0 },
     { "overflow to a page past the end, huge after realloc", overflow_page_huge_realloc, SECURE, NULL, DEFAULT },
     { "overflow by 1, huge after realloc", overflow_1_huge_realloc, SECURE, "heap overflow", 0 },
 #ifndef HAK_TEST_LIBC
