@@ -335,8 +335,8 @@ void hak_collect(void) {
 /* The OS refused a mapping: the cached huge blocks and every empty
  * segment (those kept for reuse, and those whose purge delay has not run
  * out) go back, so that the mapping is tried again with them unmapped
- * (huge.c, segment.c). Not the rest of hak_collect: pages and free spans
- * in use hold no address space to give. */
+ * (huge.c, segment.c). Not the rest of hak_collect: a page, or a free
+ * span of a segment still in use, holds no address space it can give. */
 void hak_memory_short(void) {
   hak_huge_cache_flush();
   hak_arenas_release_empty();
@@ -355,7 +355,7 @@ void *hak_os_alloc_or_short(size_t size, size_t align) {
   return p;
 }
 
-/* malloc_trim(0): the same, and "some memory was released". */
+/* malloc_trim(0): hak_collect, and "some memory was released". */
 int hak_malloc_trim(size_t pad) {
   (void)pad;
   hak_collect();
