@@ -53,7 +53,15 @@ static _Atomic(bool) heap_key_ready;
  * may be left to run our destructor again. So from then on it uses the
  * shared heap too. (Left out: a thread whose first heap is made in the
  * last round, after our key, still unset, was passed over. Its heap is
- * registered too late, and kept.) */
+ * registered too late, and kept.)
+ *
+ * A thread that so far allocated only from the shared heap has no heap to
+ * give up, yet its key holds the shared heap (heap_key_set at its first
+ * allocation), so that our destructor runs at its exit all the same and
+ * marks it given up. Else libc's clean-up after every destructor
+ * (__libc_thread_freeres, freeing the thread's dlerror state) would make it
+ * a heap in a free that needs one (secure quarantine, counted calls): one
+ * heap kept per such thread, 1,500 heaps after 3,000 threads. */
 static __thread unsigned thread_shared_allocs;   /* allocations made on the shared heap, up to HAK_YOUNG_ALLOCS */
 static __thread bool thread_heap_given_up;
 static pthread_mutex_t shared_heap_lock = PTHREAD_MUTEX_INITIALIZER;   /* before heaps_lock */
@@ -63,7 +71,12 @@ static bool shared_heap_ready;            /* (shared_heap_lock) */
 
 static void heap_key_destructor(void *heap) {
   thread_heap_given_up = true;
-  hak_heap_thread_done(heap);
+  if (heap != &shared_heap) hak_heap_thread_done(heap);
+}
+
+/* (May allocate, for a key past glibc's first 32: not under a heap lock.) */
+static void heap_key_set(hak_heap_t *heap) {
+  if (atomic_load_explicit(&heap_key_ready, memory_order_acquire)) pthread_setspecific(heap_key, heap);
 }
 
 /* Without the key, thread exit cannot give up a heap: its pages keep their
@@ -160,7 +173,7 @@ hak_heap_t *hak_heap_thread_init(void) {
   }
   heap_setup(heap, hak_arena_for_new_heap(), zeroed);
   hak_tls_heap = heap;   /* before setspecific, which may itself allocate */
-  if (atomic_load_explicit(&heap_key_ready, memory_order_acquire)) pthread_setspecific(heap_key, heap);
+  heap_key_set(heap);
   return heap;
 }
 
@@ -172,7 +185,7 @@ hak_heap_t *hak_heap_for_allocation(size_t *size) {
   hak_heap_t *heap;
   if (small && thread_shared_allocs < HAK_YOUNG_ALLOCS) {
     hak_process_init();
-    thread_shared_allocs++;
+    if (thread_shared_allocs++ == 0) heap_key_set(&shared_heap);   /* our destructor runs at its exit */
     heap = shared_heap_acquire();
   } else {
     heap = hak_heap_thread_init();   /* the shared heap too, once the thread's was given up */
