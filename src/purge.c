@@ -39,7 +39,8 @@
  * - ends when the main thread leaves by pthread_exit (purger_retire): glibc
  *   ends such a process, with exit(0), when its last thread ends, and a
  *   purger that never ended kept it alive for ever (with every signal
- *   blocked, only SIGKILL stopped it).
+ *   blocked, only SIGKILL stopped it). So it starts only once the main
+ *   thread is marked to retire it (main_thread_known).
  * Without it (HAKMEM_BACKGROUND=0, or pthread_create failed), malloc's slow
  * path does the same work at the heartbeat (internal.h), as a fallback. */
 #define _GNU_SOURCE
@@ -230,22 +231,6 @@ static void purger_start(void) {
   else hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
 }
 
-/* From allocation slow paths only (no lock held, and not inside free: see
- * the top of this file). One load once decided. */
-void hak_purger_consider_start(void) {
-  if (hak_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE)) return;
-  if (!hak_option(HAK_OPT_BACKGROUND)) {
-    atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
-    return;
-  }
-  /* pthread_create allocates (the new thread's TLS): not while this thread
-   * holds an allocator lock (the shared heap's), which that could want. */
-  if (hak_locks_held != 0) return;
-  if (atomic_load_explicit(&hak_stat_committed, memory_order_relaxed) >= HAK_PURGER_START_BYTES ||
-      atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
-    purger_start();
-}
-
 /* The main thread leaves by pthread_exit: end the purger and wait until it
  * has (so that the program's last thread is one of its own, and runs
  * glibc's exit(0) on its own stack with its own signal mask), and never
@@ -267,6 +252,8 @@ static void purger_retire(void) {
  * pthread_exit; exit() runs no key destructor. */
 static pthread_key_t main_exit_key;
 static _Atomic(bool) main_exit_key_ready;
+static _Atomic(bool) main_thread_marked;
+static __thread bool thread_looked_at;   /* by main_thread_known */
 
 static void main_thread_exit(void *unused) {
   (void)unused;
@@ -274,15 +261,45 @@ static void main_thread_exit(void *unused) {
 }
 
 static void mark_main_thread(void) {
-  if (atomic_load_explicit(&main_exit_key_ready, memory_order_acquire) && syscall(SYS_gettid) == getpid())
-    pthread_setspecific(main_exit_key, &main_exit_key);
+  if (atomic_load_explicit(&main_exit_key_ready, memory_order_acquire) && syscall(SYS_gettid) == getpid() &&
+      pthread_setspecific(main_exit_key, &main_exit_key) == 0)
+    atomic_store_explicit(&main_thread_marked, true, memory_order_release);
+}
+
+/* Whether the main thread is marked, else marked now if this is it (once
+ * per thread): hakmem started in another thread (a library opened later
+ * by a worker) has the main thread pass here in its first slow path. A
+ * purger started before would outlive a main thread that leaves by
+ * pthread_exit, and the process with it. Until then the slow paths do its
+ * work (as with HAKMEM_BACKGROUND=0). */
+static bool main_thread_known(void) {
+  if (hak_likely(atomic_load_explicit(&main_thread_marked, memory_order_acquire))) return true;
+  if (thread_looked_at) return false;
+  thread_looked_at = true;   /* (before setspecific, which may allocate and come back here) */
+  mark_main_thread();
+  return atomic_load_explicit(&main_thread_marked, memory_order_acquire);
+}
+
+/* From allocation slow paths only (no lock held, and not inside free: see
+ * the top of this file). One load once decided. */
+void hak_purger_consider_start(void) {
+  if (hak_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE)) return;
+  if (!hak_option(HAK_OPT_BACKGROUND)) {
+    atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
+    return;
+  }
+  /* pthread_create allocates (the new thread's TLS): not while this thread
+   * holds an allocator lock (the shared heap's), which that could want. */
+  if (hak_locks_held != 0 || !main_thread_known()) return;
+  if (atomic_load_explicit(&hak_stat_committed, memory_order_relaxed) >= HAK_PURGER_START_BYTES ||
+      atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
+    purger_start();
 }
 
 /* From process start-up, in the thread that loads hakmem (the main thread,
- * but for a library opened later by another thread: then the purger is
- * not retired). */
+ * but for a library opened later by another thread: main_thread_known). */
 void hak_purger_init(void) {
-  if (pthread_key_create(&main_exit_key, main_thread_exit) != 0) return;   /* then it is not retired */
+  if (pthread_key_create(&main_exit_key, main_thread_exit) != 0) return;   /* then it never starts */
   atomic_store_explicit(&main_exit_key_ready, true, memory_order_release);
   mark_main_thread();
 }
@@ -292,6 +309,7 @@ void hak_purger_init(void) {
 void hak_purger_fork_child(void) {
   atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
   atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
+  atomic_store_explicit(&main_thread_marked, false, memory_order_relaxed);
   mark_main_thread();
 }
 
