@@ -83,7 +83,7 @@ void hak_options_init(void) {
   for (int o = 0; o < HAK_OPT_COUNT; o++) {
     hak_options[o] = option_descs[o].fallback;
     hak_format(name, sizeof name, "HAKMEM_%s", option_descs[o].name);
-    const char *value = getenv(name);
+    const char *value = secure_getenv(name);   /* (a set-user-ID program: none, as glibc's MALLOC_*) */
     if (value != NULL && !parse_option((hak_option_t)o, value, &hak_options[o]))
       hak_message("hakmem: warning: ignoring %s=%s (not a valid value)\n", name, value);
   }
