@@ -15,9 +15,9 @@
 /* X(return type, exported name, parameters, hak_* function) */
 
 /* The secure variant tells the C++ operators apart (secure.h: allocation
- * families): new[] from new, and each form of delete from free, so its
- * operators are functions of their own. In the default build they are
- * malloc's and free's. */
+ * families): new[] from new, and each form of delete from free, and checks
+ * the size a sized delete gives, so its operators are functions of their
+ * own. In the default build they are malloc's and free's. */
 #if HAKMEM_SECURE
 #define HAK_NEW_ARRAY                  hak_new_array
 #define HAK_NEW_ARRAY_NOTHROW          hak_new_array_nothrow
@@ -27,6 +27,10 @@
 #define HAK_DELETE_ARRAY               hak_delete_array
 #define HAK_DELETE_ALIGNED             hak_delete_aligned
 #define HAK_DELETE_ARRAY_ALIGNED       hak_delete_array_aligned
+#define HAK_DELETE_SIZED               hak_delete_sized
+#define HAK_DELETE_ARRAY_SIZED         hak_delete_array_sized
+#define HAK_DELETE_ALIGNED_SIZED       hak_delete_aligned_sized
+#define HAK_DELETE_ARRAY_ALIGNED_SIZED hak_delete_array_aligned_sized
 #else
 #define HAK_NEW_ARRAY                  hak_new
 #define HAK_NEW_ARRAY_NOTHROW          hak_new_nothrow
@@ -36,6 +40,10 @@
 #define HAK_DELETE_ARRAY               hak_free
 #define HAK_DELETE_ALIGNED             hak_free
 #define HAK_DELETE_ARRAY_ALIGNED       hak_free
+#define HAK_DELETE_SIZED               hak_free
+#define HAK_DELETE_ARRAY_SIZED         hak_free
+#define HAK_DELETE_ALIGNED_SIZED       hak_free
+#define HAK_DELETE_ARRAY_ALIGNED_SIZED hak_free
 #endif
 
 #define HAK_EXPORTS_ALLOC(X)                                                        \
@@ -78,14 +86,14 @@
   X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)     \
   X(void, _ZdlPv, (void *), HAK_DELETE)                                             \
   X(void, _ZdaPv, (void *), HAK_DELETE_ARRAY)                                       \
-  X(void, _ZdlPvm, (void *, size_t), HAK_DELETE)                                    \
-  X(void, _ZdaPvm, (void *, size_t), HAK_DELETE_ARRAY)                              \
+  X(void, _ZdlPvm, (void *, size_t), HAK_DELETE_SIZED)                              \
+  X(void, _ZdaPvm, (void *, size_t), HAK_DELETE_ARRAY_SIZED)                        \
   X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE)                 \
   X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE_ARRAY)           \
   X(void, _ZdlPvSt11align_val_t, (void *, size_t), HAK_DELETE_ALIGNED)              \
   X(void, _ZdaPvSt11align_val_t, (void *, size_t), HAK_DELETE_ARRAY_ALIGNED)        \
-  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ALIGNED)     \
-  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ARRAY_ALIGNED) \
+  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ALIGNED_SIZED) \
+  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ARRAY_ALIGNED_SIZED) \
   X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ALIGNED) \
   X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ARRAY_ALIGNED)
 

@@ -567,12 +567,23 @@ void hak_free(void *p) {
 
 #if HAKMEM_SECURE
 /* C++ operator delete, each form checked against the operator new that
- * allocated the block (secure.h: allocation families). The size and
- * alignment arguments are ignored, as hak_free ignores them (exports.h). */
+ * allocated the block (secure.h: allocation families), and a sized one's
+ * size against the size asked for. (The alignment argument is ignored: the
+ * family says the block came from an aligned new.) */
 void hak_delete(void *p) { hak_secure_delete(p); }
 void hak_delete_array(void *p) { hak_secure_delete_array(p); }
 void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
 void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
+void hak_delete_sized(void *p, size_t size) { hak_secure_delete_sized(p, size); }
+void hak_delete_array_sized(void *p, size_t size) { hak_secure_delete_array_sized(p, size); }
+void hak_delete_aligned_sized(void *p, size_t size, size_t align) {
+  (void)align;
+  hak_secure_delete_aligned_sized(p, size);
+}
+void hak_delete_array_aligned_sized(void *p, size_t size, size_t align) {
+  (void)align;
+  hak_secure_delete_array_aligned_sized(p, size);
+}
 
 /* (Out of line: inlined into hak_free_released, it cost the secure
  * variant's free 1-2 instructions a pair on one-slice pages, which never
@@ -613,20 +624,15 @@ void hak_free_released(void *p, hak_heap_t *heap) {
 /* C23 free_sized and free_aligned_sized. hakmem finds a block's size from
  * its address, so the size given is only checked, in the debug and secure
  * builds. The secure variant knows the size each block was asked for (its
- * usable size): the size given must be that one. The debug build knows the
- * block: the size must fit it, and the block must be one a request of that
- * size (and alignment) can be served from. realloc keeps a block it shrinks
- * to half or more of its usable size, so a block may hold up to twice its
- * size. */
-#define HAK_CHECK_SIZED_FREE (HAKMEM_DEBUG || HAKMEM_SECURE)
-#if HAK_CHECK_SIZED_FREE
+ * usable size): the size given must be that one (secure.c, as for the sized
+ * deletes). The debug build knows the block: the size must fit it, and the
+ * block must be one a request of that size (and alignment) can be served
+ * from. realloc keeps a block it shrinks to half or more of its usable
+ * size, so a block may hold up to twice its size. */
+#if HAKMEM_DEBUG && !HAKMEM_SECURE
 static void check_sized_free(const void *p, size_t align, size_t size) {
   if (p == NULL) return;
   size_t usable = hak_malloc_usable_size(p);
-#if HAKMEM_SECURE
-  (void)align;
-  if (size != usable) hak_fatal("free_sized of %p with size %zu, but it was allocated with size %zu", p, size, usable);
-#else
   /* An aligned block is carved from hak_aligned_request (alloc.c); a
    * block of the shared heap (whole cache lines, so a multiple of them)
    * from hak_shared_request of it. A small block holds at most the class
@@ -641,22 +647,28 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
   }
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
     hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
-#endif
 }
+#else
+static inline void check_sized_free(const void *p, size_t align, size_t size) { (void)p, (void)align, (void)size; }
 #endif
 
 void hak_free_sized(void *p, size_t size) {
-#if HAK_CHECK_SIZED_FREE
+#if HAKMEM_SECURE
+  hak_secure_free_sized(p, size);
+#else
   check_sized_free(p, HAK_ALIGN, size);
-#endif
   hak_free(p);
+#endif
 }
 
 void hak_free_aligned_sized(void *p, size_t align, size_t size) {
-#if HAK_CHECK_SIZED_FREE
+#if HAKMEM_SECURE
+  (void)align;   /* (aligned_alloc's blocks are malloc's family) */
+  hak_secure_free_sized(p, size);
+#else
   check_sized_free(p, align, size);
-#endif
   hak_free(p);
+#endif
 }
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE)

@@ -446,12 +446,25 @@ static inline bool family_fits(hak_op_t op, unsigned family) {
   return hak_likely(family == op_family(op)) || (op == HAK_OP_USABLE_SIZE && family_names[family] != NULL);
 }
 
+/* A sized free or delete of p (of `size` bytes) gave another size (as a
+ * delete through a pointer to a base class without a virtual destructor
+ * does). (Not which size: the fast path does not keep it.) */
+static HAK_NOINLINE HAK_NORETURN void size_differs(hak_op_t op, const void *p, size_t size) {
+  hak_fatal("%s of %p with a size other than the %zu bytes it was allocated with",
+            op == HAK_OP_FREE ? "free_sized" : hak_op_name(op), p, size);
+}
+
+static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
+                                                                bool sized, size_t given, size_t *size);
+
 /* canary_intact found something wrong with p's canary: what, reported.
  * Never returns. (Out of line, from p and its block alone: the checks keep
  * nothing for it in registers. And noipa, so that the compiler does not
  * learn that it never returns: the free fast path then jumps to it, where
  * a call would need the stack aligned, so a frame on every free.) */
 static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable) {
+  size_t size;
+  if (canary_intact(keys(), op, p, usable, false, 0, &size)) size_differs(op, p, size);   /* whole: the size was wrong */
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
   uint32_t word = (uint32_t)decoded, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
@@ -460,10 +473,11 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
 }
 
 /* Whether the canary of live block p, whose block has `usable` bytes from
- * p on, is intact and names a family op takes (canary_failed says what is
- * wrong if not); if so, *size is the requested size. */
+ * p on, is intact and names a family op takes, and (for a sized free or
+ * delete) the size `given` is the requested size (canary_failed says what
+ * is wrong if not); if so, *size is the requested size. */
 static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
-                                                                size_t *size) {
+                                                                bool sized, size_t given, size_t *size) {
   const uint8_t *end = (const uint8_t *)p + usable;
   uint64_t decoded = trailer_decode(ks, p, end);
   uint32_t word = (uint32_t)decoded;
@@ -473,7 +487,10 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
    * family that has a name. */
   uint64_t v = op == HAK_OP_USABLE_SIZE ? word & ~FAMILY_MASK : word ^ op_family(op);
   uint64_t slack = v >> FAMILY_BITS | v << (64 - FAMILY_BITS);
-  if (hak_unlikely(!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE ||
+  /* A size given is checked as the slack it implies, in the same
+   * comparison (one wrapped past the block implies none). */
+  bool slack_wrong = sized ? slack != usable - HAK_CANARY_SIZE - given : slack > usable - HAK_CANARY_SIZE;
+  if (hak_unlikely(!trailer_intact(decoded) || slack_wrong ||
                    (op == HAK_OP_USABLE_SIZE && family_names[word & FAMILY_MASK] == NULL)))
     return false;
   *size = usable - HAK_CANARY_SIZE - slack;
@@ -494,7 +511,7 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
 /* The requested size of live block p (as canary_intact), or the report. */
 static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
   size_t size;
-  if (hak_unlikely(!canary_intact(ks, op, p, usable, &size))) {
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, false, 0, &size))) {
     canary_failed(op, p, usable);
     __builtin_unreachable();
   }
@@ -701,7 +718,7 @@ void *hak_secure_malloc(size_t size) { return secure_alloc(size, HAK_FAMILY_MALL
 void *hak_secure_new(size_t size, unsigned family) { return secure_alloc(size, family, false); }
 void *hak_secure_new_throwing(size_t size, unsigned family) { return secure_alloc(size, family, true); }
 
-static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op);
+static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given);
 
 /* Whether p's first two words say it is live: not free in its page, not
  * in quarantine (a thread with no heap: see quarantine_put_borrowed). */
@@ -709,11 +726,12 @@ static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
   return ((const hak_block_t *)p)->free_tag != hak_free_tag(page) && ((const uintptr_t *)p)[1] != quarantine_tag(ks, p);
 }
 
-/* A live block of a page, `usable` bytes: its canary checked, into quarantine. */
+/* A live block of a page, `usable` bytes: its canary (and the size given,
+ * if sized) checked, into quarantine. */
 static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_t *heap, hak_op_t op, void *p,
-                                                            size_t usable) {
+                                                            size_t usable, bool sized, size_t given) {
   size_t size;
-  if (hak_unlikely(!canary_intact(ks, op, p, usable, &size))) {
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, sized, given, &size))) {
     canary_failed(op, p, usable);
     return;
   }
@@ -724,20 +742,21 @@ static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_
  * segment: a block of a page of several slices (medium classes), found as
  * live_block finds it, or the rest. (Out of line, and finding p's slice
  * again: the fast path then keeps no more registers.) */
-static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op) {
+static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op, bool sized, size_t given) {
   const hak_slice_t *slice = hak_slice_at(hak_segment_of(p), p);
   hak_page_t *page = slice->page;
   keys_t ks = keys_chosen(true);
   if (hak_page_block_starts(page, p) && not_freed(ks, p, page))
-    free_live(ks, hak_heap_get(), op, p, page->block_size);
-  else secure_free_slow(p, op);
+    free_live(ks, hak_heap_get(), op, p, page->block_size, sized, given);
+  else secure_free_slow(p, op, sized, given);
 }
 
-/* free, or a form of delete (op). The usual case first: the start of a
- * live block of a one-slice page (as live_block finds it) freed by a
- * thread with a heap, into quarantine; then a medium one
- * (secure_free_in_segment); the rest in secure_free_slow. */
-static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op) {
+/* free, or a form of delete (op), and the size it gives if `sized`. The
+ * usual case first: the start of a live block of a
+ * one-slice page (as live_block finds it) freed by a thread with a heap,
+ * into quarantine; then a medium one (secure_free_in_segment); the rest in
+ * secure_free_slow. */
+static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t op, bool sized, size_t given) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_likely(seg != NULL)) {
     const hak_slice_t *slice = hak_slice_at(seg, p);
@@ -745,26 +764,32 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen(true);
     if (hak_likely(hak_block_check_shared(slice, p) && not_freed(ks, p, page)))
-      free_live(ks, heap, op, p, page->remote_block_size);
-    else secure_free_in_segment(p, op);
+      free_live(ks, heap, op, p, page->remote_block_size, sized, given);
+    else secure_free_in_segment(p, op, sized, given);
     return;
   }
-  secure_free_slow(p, op);
+  secure_free_slow(p, op, sized, given);
 }
 
 /* Each form of C++ delete (free.c), its op known here. */
-void hak_secure_delete(void *p) { secure_free(p, HAK_OP_DELETE); }
-void hak_secure_delete_array(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY); }
-void hak_secure_delete_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ALIGNED); }
-void hak_secure_delete_array_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED); }
+void hak_secure_delete(void *p) { secure_free(p, HAK_OP_DELETE, false, 0); }
+void hak_secure_delete_array(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY, false, 0); }
+void hak_secure_delete_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ALIGNED, false, 0); }
+void hak_secure_delete_array_aligned(void *p) { secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED, false, 0); }
+void hak_secure_delete_sized(void *p, size_t size) { secure_free(p, HAK_OP_DELETE, true, size); }
+void hak_secure_delete_array_sized(void *p, size_t size) { secure_free(p, HAK_OP_DELETE_ARRAY, true, size); }
+void hak_secure_delete_aligned_sized(void *p, size_t size) { secure_free(p, HAK_OP_DELETE_ALIGNED, true, size); }
+void hak_secure_delete_array_aligned_sized(void *p, size_t size) { secure_free(p, HAK_OP_DELETE_ARRAY_ALIGNED, true, size); }
 
-/* free itself, its op known here. */
-void hak_secure_free_plain(void *p) { secure_free(p, HAK_OP_FREE); }
+/* free itself, and free_sized (free.c), their op known here. */
+void hak_secure_free_plain(void *p) { secure_free(p, HAK_OP_FREE, false, 0); }
+void hak_secure_free_sized(void *p, size_t size) { secure_free(p, HAK_OP_FREE, true, size); }
 
-static void secure_free_slow(void *p, hak_op_t op) {
+static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
   if (p == NULL) return;
   hak_block_ref_t ref;
-  live_block(op, p, &ref);
+  size_t size = live_block(op, p, &ref);
+  if (sized && given != size) size_differs(op, p, size);
   hak_heap_t *heap = hak_heap_get();
   bool borrowed = heap == &hak_heap_empty;   /* a thread that only frees, or past its heap's exit */
   if (borrowed) heap = hak_heap_thread_init();
@@ -801,7 +826,7 @@ static bool fits_in_place(const hak_block_ref_t *ref, size_t need, size_t usable
  * guard page moved to its new end). */
 void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
-  if (size == 0) { secure_free(p, HAK_OP_REALLOC); return NULL; }
+  if (size == 0) { secure_free(p, HAK_OP_REALLOC, false, 0); return NULL; }
   hak_block_ref_t ref;
   size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
   size_t need = hak_secure_request(size);

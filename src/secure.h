@@ -112,6 +112,15 @@ HAK_INTERNAL void  hak_secure_delete(void *p);             /* theirs, each op kn
 HAK_INTERNAL void  hak_secure_delete_array(void *p);
 HAK_INTERNAL void  hak_secure_delete_aligned(void *p);
 HAK_INTERNAL void  hak_secure_delete_array_aligned(void *p);
+HAK_INTERNAL void  hak_delete_sized(void *p, size_t size);   /* the sized deletes: the size checked */
+HAK_INTERNAL void  hak_delete_array_sized(void *p, size_t size);
+HAK_INTERNAL void  hak_delete_aligned_sized(void *p, size_t size, size_t align);
+HAK_INTERNAL void  hak_delete_array_aligned_sized(void *p, size_t size, size_t align);
+HAK_INTERNAL void  hak_secure_delete_sized(void *p, size_t size);
+HAK_INTERNAL void  hak_secure_delete_array_sized(void *p, size_t size);
+HAK_INTERNAL void  hak_secure_delete_aligned_sized(void *p, size_t size);
+HAK_INTERNAL void  hak_secure_delete_array_aligned_sized(void *p, size_t size);
+HAK_INTERNAL void  hak_secure_free_sized(void *p, size_t size);   /* free_sized, free_aligned_sized */
 /* The guard page after a large or huge block: `page` made inaccessible
  * (on) or accessible again (off), the OS page right after the block;
  * false if it could not be made inaccessible. */

@@ -10,15 +10,17 @@
  * with -DHAK_TEST_LIBC it runs the same table against the C library and
  * checks nothing, for comparison:
  *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++
- * glibc 2.36 stops 14 of 30: the double and interior frees, the medium
+ * glibc 2.36 stops 14 of 35: the double and interior frees, the medium
  * overflow by 32 and the underflows (both rewrite a chunk header), the
  * large use-after-free write (the block was unmapped), and the overflows
  * a page past a large and a huge block, also after realloc (the writes
  * leave their mappings), and the read past a large block shrunk by realloc
  * (its mapping shrank); it misses the 1-byte overflows, the small and
  * large 32-byte overflows, the small and medium use-after-free writes, the
- * reads past a large block and an aligned one, and every new/delete
- * mismatch (README.md, "Hardening"). */
+ * reads past a large block and an aligned one, every new/delete mismatch
+ * and every sized delete of another size (README.md, "Hardening"). A
+ * sized delete of the size allocated must pass in every variant
+ * (sized_deletes_of_the_size_allocated_pass). */
 #include "hak_test.h"
 #ifndef HAK_TEST_LIBC
 #include "internal.h"   /* HAK_SEGMENT_SIZE, HAK_META_SIZE: the guard page */
@@ -184,6 +186,46 @@ static void new_array_then_delete(void) { alloc_then_release(_Znam, _ZdlPv); }
 static void new_then_delete_array(void) { alloc_then_release(_Znwm, _ZdaPv); }
 static void new_aligned_then_delete(void) { alloc_then_release(new_aligned_64, _ZdlPv); }
 
+/* ---- C++ sized delete with the wrong size -------------------------------- */
+
+/* `delete p` of a complete type compiles to the sized form, which passes
+ * sizeof the static type: through a pointer to a base class without a
+ * virtual destructor, the size is not the one allocated. */
+void _ZdlPvm(void *, size_t);                          /* operator delete(void *, size_t) */
+void _ZdaPvm(void *, size_t);                          /* operator delete[](void *, size_t) */
+void _ZdlPvmSt11align_val_t(void *, size_t, size_t);   /* operator delete(void *, size_t, align_val_t) */
+
+enum { PLAIN_NEW, ARRAY_NEW, ALIGNED_NEW };
+
+/* A block of `size` bytes from the `form` of new, deleted by its sized
+ * delete giving `given`. */
+static void sized_delete_of(int form, size_t size, size_t given)
+{
+    hak_thread_own_heap();
+    char *p = form == ARRAY_NEW ? _Znam(size) : form == ALIGNED_NEW ? _ZnwmSt11align_val_t(size, 64) : _Znwm(size);
+    CHECK(p != NULL);
+    hak_announce(p);
+    p = hak_opaque_ptr(p);
+    if (form == ARRAY_NEW) _ZdaPvm(p, given);
+    else if (form == ALIGNED_NEW) _ZdlPvmSt11align_val_t(p, given, 64);
+    else _ZdlPvm(p, given);
+}
+
+/* The size allocated: no variant stops it. */
+static void sized_deletes_of_the_size_allocated_pass(void)
+{
+    sized_delete_of(PLAIN_NEW, SMALL, SMALL);
+    sized_delete_of(PLAIN_NEW, MEDIUM, MEDIUM);
+    sized_delete_of(PLAIN_NEW, LARGE, LARGE);
+    sized_delete_of(ARRAY_NEW, 3 * SMALL, 3 * SMALL);
+    sized_delete_of(ALIGNED_NEW, SMALL, SMALL);
+}
+static void sized_delete_wrong_small(void) { sized_delete_of(PLAIN_NEW, SMALL, SMALL / 2); }
+static void sized_delete_wrong_medium(void) { sized_delete_of(PLAIN_NEW, MEDIUM, MEDIUM - 8); }
+static void sized_delete_wrong_large(void) { sized_delete_of(PLAIN_NEW, LARGE, LARGE + 8); }
+static void sized_delete_array_wrong(void) { sized_delete_of(ARRAY_NEW, 3 * SMALL, SMALL); }
+static void sized_delete_aligned_wrong(void) { sized_delete_of(ALIGNED_NEW, SMALL, SMALL / 2); }
+
 /* ---- past the end of large and huge blocks ------------------------------- */
 
 /* A linear overflow from the end of the request to one OS page past it,
@@ -317,6 +359,11 @@ static const struct misuse {
     { "new[], then delete", new_array_then_delete, SECURE, "allocated by new[]", 0 },
     { "new, then delete[]", new_then_delete_array, SECURE, "allocated by new (alloc-dealloc mismatch)", 0 },
     { "new (align_val_t), then delete", new_aligned_then_delete, SECURE, "allocated by new (align_val_t)", 0 },
+    { "sized delete, another size, small", sized_delete_wrong_small, SECURE, "with a size other than the 32 bytes", 0 },
+    { "sized delete, another size, medium", sized_delete_wrong_medium, SECURE, "with a size other than the", 0 },
+    { "sized delete, another size, large", sized_delete_wrong_large, SECURE, "with a size other than the", 0 },
+    { "sized delete[], another size", sized_delete_array_wrong, SECURE, "delete[] of", 0 },
+    { "sized delete (align_val_t), another size", sized_delete_aligned_wrong, SECURE, "delete (align_val_t) of", 0 },
     /* In the default variant a huge block's mapping ends with its request
      * (a multiple of the page), and what follows is usually unmapped (the
      * tail trimmed off its aligned reservation), but a mapping made since
@@ -523,6 +570,7 @@ int main(void)
 {
     hak_test_begin("test_misuse (" VARIANT_NAME ")");
     RUN_CASE(every_misuse_is_stopped_where_promised);
+    RUN_CASE(sized_deletes_of_the_size_allocated_pass);
 #ifdef HAK_TEST_SECURE
     if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
