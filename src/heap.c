@@ -210,7 +210,7 @@ static void queue_remove(hak_heap_t *heap, hak_page_t *page);   /* below: page q
 void hak_heap_thread_done(hak_heap_t *heap) {
   if (heap == NULL || heap == &hak_heap_empty) return;
 #if HAKMEM_SECURE
-  hak_quarantine_flush(heap);   /* before its pages are abandoned: the blocks are still live */
+  hak_quarantine_hand_over(heap);   /* its blocks wait on in the shared heap's quarantine */
 #endif
   hak_heap_flush_recent(heap, 0);   /* its blocks back in their pages, before those are abandoned */
   hak_heap_foreign_done(heap);

@@ -604,18 +604,55 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
   hak_free_released(p, heap);   /* (which replaces the quarantine tag) */
 }
 
-static void quarantine_evict(hak_heap_t *heap) {
-  hak_quarantine_t *q = &heap->quarantine;
-  void *p = q->p[q->head];
+/* The oldest block out of a quarantine that has one: *p, its usable size. */
+static size_t quarantine_take(hak_quarantine_t *q, void **p) {
+  *p = q->p[q->head];
   size_t usable = q->usable[q->head];
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
   q->bytes -= usable;
+  return usable;
+}
+
+static void quarantine_evict(hak_heap_t *heap) {
+  void *p;
+  size_t usable = quarantine_take(&heap->quarantine, &p);
   quarantine_release(keys(), heap, p, usable);
 }
 
-void hak_quarantine_flush(hak_heap_t *heap) {
+static void quarantine_flush(hak_heap_t *heap) {
   while (heap->quarantine.count > 0) quarantine_evict(heap);
+}
+
+/* p (filled and tagged already) after the newest block of heap's
+ * quarantine, the oldest ones leaving first to make room. */
+static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
+  hak_quarantine_t *q = &heap->quarantine;
+  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
+    quarantine_evict(heap);
+  q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
+  q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
+  q->count++;
+  q->bytes += usable;
+}
+
+/* Thread exit: the blocks of the thread's quarantine go on waiting, oldest
+ * first, in the shared heap's (with those of threads that exited before,
+ * and the frees of threads past their heap's exit). Emptied at once, they
+ * were reused at once, and a use-after-free write by another thread just
+ * after went unseen. (Before the thread's pages are abandoned: as the
+ * blocks are live there, the pages go to the reclaim queues until the
+ * blocks leave.) */
+void hak_quarantine_hand_over(hak_heap_t *heap) {
+  hak_quarantine_t *q = &heap->quarantine;
+  if (q->count == 0) return;
+  hak_heap_t *shared = hak_heap_shared();
+  while (q->count > 0) {
+    void *p;
+    size_t usable = quarantine_take(q, &p);
+    quarantine_append(shared, p, usable);
+  }
+  hak_heap_release(shared);
 }
 
 static HAK_NOINLINE void quarantine_put_borrowed(void *p, size_t usable);
@@ -627,13 +664,7 @@ static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t u
     quarantine_put_borrowed(p, usable);
     return;
   }
-  hak_quarantine_t *q = &heap->quarantine;
-  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
-    quarantine_evict(heap);
-  q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
-  q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
-  q->count++;
-  q->bytes += usable;
+  quarantine_append(heap, p, usable);
 }
 
 /* Into quarantine. Usually it is full and p takes the oldest block's slot,
@@ -669,10 +700,14 @@ static void quarantine_put_borrowed(void *p, size_t usable) {
   hak_heap_release(heap);
 }
 
-/* At exit, the main thread's quarantine is checked too. */
+/* At exit, the main thread's quarantine is checked too, and the shared
+ * heap's (exited threads' blocks, hak_quarantine_hand_over). */
 __attribute__((destructor)) static void quarantine_check_at_exit(void) {
   hak_heap_t *heap = hak_heap_get();
-  if (heap != &hak_heap_empty) hak_quarantine_flush(heap);
+  if (heap != &hak_heap_empty) quarantine_flush(heap);
+  hak_heap_t *shared = hak_heap_shared();
+  quarantine_flush(shared);
+  hak_heap_release(shared);
 }
 
 /* ------------------------------------------------------------ the API */

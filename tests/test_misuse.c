@@ -9,18 +9,18 @@
  * test_misuse_secure (libhakmem-secure.so, HAK_TEST_SECURE). Built by hand
  * with -DHAK_TEST_LIBC it runs the same table against the C library and
  * checks nothing, for comparison:
- *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++
- * glibc 2.36 stops 14 of 35: the double and interior frees, the medium
+ *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++ -lpthread
+ * glibc 2.36 stops 14 of 36: the double and interior frees, the medium
  * overflow by 32 and the underflows (both rewrite a chunk header), the
  * large use-after-free write (the block was unmapped), and the overflows
  * a page past a large and a huge block, also after realloc (the writes
  * leave their mappings), and the read past a large block shrunk by realloc
  * (its mapping shrank); it misses the 1-byte overflows, the small and
- * large 32-byte overflows, the small and medium use-after-free writes, the
- * reads past a large block and an aligned one, every new/delete mismatch
- * and every sized delete of another size (README.md, "Hardening"). A
- * sized delete of the size allocated must pass in every variant
- * (sized_deletes_of_the_size_allocated_pass). */
+ * large 32-byte overflows, the small and medium use-after-free writes (also
+ * after the freeing thread exited), the reads past a large block and an
+ * aligned one, every new/delete mismatch and every sized delete of another
+ * size (README.md, "Hardening"). A sized delete of the size allocated must
+ * pass in every variant (sized_deletes_of_the_size_allocated_pass). */
 #include "hak_test.h"
 #ifndef HAK_TEST_LIBC
 #include "internal.h"   /* HAK_SEGMENT_SIZE, HAK_META_SIZE: the guard page */
@@ -121,6 +121,32 @@ static void use_after_free_write_of(size_t size)
     hak_announce(p);
     ((char *)hak_opaque_ptr(p))[0] = 'x';
     for (int i = 0; i < 100; i++) free(malloc(16));   /* whatever holds p lets it go */
+}
+
+/* A block freed by a thread that then exits, written after. */
+static void *free_and_exit(void *p)
+{
+    hak_thread_own_heap();
+    free(p);
+    return NULL;
+}
+
+static void *exit_with_a_full_quarantine(void *arg)
+{
+    hak_thread_own_heap();   /* (its frees fill its quarantine, which its exit hands on) */
+    return arg;
+}
+
+static void use_after_free_write_after_exit(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(SMALL);
+    CHECK(p != NULL);
+    memset(p, 1, SMALL);
+    pthread_join(hak_thread_start(free_and_exit, p), NULL);
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[0] = 'x';
+    pthread_join(hak_thread_start(exit_with_a_full_quarantine, NULL), NULL);
 }
 
 static void use_after_free_write_small(void) { use_after_free_write_of(SMALL); }
@@ -348,6 +374,8 @@ static const struct misuse {
     { "use-after-free write, small", use_after_free_write_small, SECURE, "use-after-free write", 0 },
     { "use-after-free write, medium", use_after_free_write_medium, SECURE, "use-after-free write", 0 },
     { "use-after-free write, large", use_after_free_write_large, SECURE, "use-after-free write", 0 },
+    { "use-after-free write, after the freeing thread exited", use_after_free_write_after_exit, SECURE,
+      "use-after-free write", 0 },
     { "double free, small", double_free_small, DEFAULT | SECURE, "double free", 0 },
     { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free", 0 },
     { "double free, large", double_free_large, DEFAULT | SECURE, "double free", 0 },
