@@ -139,7 +139,12 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg);
  * Below a quarter, or when a purge is forced (malloc_trim), the stretch
  * loses its advice (khugepaged would otherwise refill it) and is purged as
  * any other; its other kept spans are due at once. A stretch wholly free is
- * purged whole: its huge page goes, its advice stays. A large block that
+ * purged whole: its huge page goes, its advice stays. Its page table went
+ * with the huge page, so the next span to take slices of it alone faults 2
+ * MiB in again, and its free parts count as resident as at the first
+ * advice (a stretch that kept a page table, split before, faults 4 KiB:
+ * those marks are then pessimistic, costing calloc a clear and a purge a
+ * call). A large block that
  * takes a stretch whole decides for itself (hak_large_alloc), so the
  * stretch loses its advice. No stretch is advised in the secure variant
  * (a page's guard page splits its stretch's mapping), with a purge delay
@@ -219,6 +224,9 @@ static void stretches_take(hak_arena_t *a, hak_segment_t *seg, size_t first, siz
              slices_count(&seg->pages[k * HAK_STRETCH_SLICES], HAK_STRETCH_SLICES, HAK_SLICE_FRESH) == HAK_STRETCH_SLICES &&
              stretch_advise(seg, k, true))
       stretch_free_parts_resident(a, seg, k, first, n, hak_clock_ms());
+    else if (hak_stretch_is_huge(seg, k) && seg->stretch_used[k] == ours &&
+             slices_count(&seg->pages[k * HAK_STRETCH_SLICES], HAK_STRETCH_SLICES, HAK_SLICE_DIRTY) == 0)
+      stretch_free_parts_resident(a, seg, k, first, n, hak_clock_ms());   /* purged whole: 2 MiB at its first touch */
   }
 }
 
