@@ -1,10 +1,12 @@
 /* HAKMEM_* options, read once at start-up into plain globals, and the
  * allocator's messages (formatted here, without printf, which may allocate). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "internal.h"
 
@@ -186,9 +188,13 @@ size_t hak_format(char *buf, size_t cap, const char *fmt, ...) {
   return n;
 }
 
+/* By the system call, not libc's write, a thread cancellation point: no
+ * allocator function may be one (POSIX), and malloc_stats writes with its
+ * report lock held. */
 static void write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
-    ssize_t w = write(fd, s, n);
+    ssize_t w = syscall(SYS_write, fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     s += w;
     n -= (size_t)w;

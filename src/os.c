@@ -152,12 +152,14 @@ unsigned hak_cpu_count(void) {
 }
 
 /* A small file under /proc, read whole and NUL-terminated into buf: its
- * length, 0 if unreadable. */
+ * length, 0 if unreadable. By system calls, not libc's open, read and
+ * close, which are thread cancellation points: no allocator function may
+ * be one (POSIX), and mallinfo, say, reads a file with a lock held. */
 static size_t read_proc(const char *path, char *buf, size_t cap) {
   int saved = errno;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n = fd < 0 ? -1 : read(fd, buf, cap - 1);
-  if (fd >= 0) close(fd);
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  ssize_t n = fd < 0 ? -1 : syscall(SYS_read, fd, buf, cap - 1);
+  if (fd >= 0) syscall(SYS_close, fd);
   errno = saved;
   if (n <= 0) return 0;
   buf[n] = 0;

@@ -29,7 +29,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "internal.h"
 
 #if HAKMEM_SECURE
@@ -43,11 +45,14 @@ static uint64_t mix(uint64_t x) {   /* splitmix64's finaliser */
 }
 
 /* getrandom never allocates; if it fails (very early, or seccomp), the
- * clock and an address still differ from run to run. */
+ * clock and an address still differ from run to run. The system call,
+ * not libc's getrandom, a thread cancellation point: malloc called it
+ * under the shared heap's lock, and a thread cancelled there left the
+ * lock held. */
 static uint64_t random_seed(void) {
   uint64_t v;
   int saved = errno;
-  bool got = getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v;
+  bool got = syscall(SYS_getrandom, &v, sizeof v, GRND_NONBLOCK) == (long)sizeof v;
   errno = saved;
   if (got) return v;
   struct timespec ts;
