@@ -42,12 +42,6 @@ _Atomic int hak_init_state;
 extern void _IO_list_lock(void) __attribute__((weak));
 extern void _IO_list_unlock(void) __attribute__((weak));
 extern void _IO_list_resetlock(void) __attribute__((weak));
-extern char __libc_single_threaded __attribute__((weak));   /* glibc 2.32+ */
-
-static bool process_is_single_threaded(void) {
-  return &__libc_single_threaded != NULL && __libc_single_threaded;
-}
-
 /* Whether this thread's fork_prepare took the locks: the parent and child
  * handlers of the same fork must agree with it. Per thread, since threads
  * may fork concurrently; the child inherits the forking thread's copy. */
@@ -56,7 +50,7 @@ static __thread bool fork_locked;
 __thread unsigned hak_locks_held;
 
 static void fork_prepare(void) {
-  fork_locked = !process_is_single_threaded() && hak_locks_held == 0;
+  fork_locked = !hak_single_threaded() && hak_locks_held == 0;
   if (!fork_locked) return;
   if (_IO_list_lock) _IO_list_lock();
   hak_stats_fork_prepare();

@@ -771,6 +771,11 @@ extern __thread hak_heap_t *hak_tls_heap HAK_INTERNAL __attribute__((tls_model("
 
 static inline hak_heap_t *hak_heap_get(void) { return hak_tls_heap; }
 
+/* Whether the process has never had a second thread (glibc 2.32+ says so;
+ * without it, taken as threaded). */
+extern char __libc_single_threaded __attribute__((weak));
+static inline bool hak_single_threaded(void) { return &__libc_single_threaded != NULL && __libc_single_threaded; }
+
 /* ---------------------------------------------------------------- locks */
 
 /* Every allocator lock is taken through these (the fork handlers excepted),

@@ -24,8 +24,9 @@
  * that memory goes back on time even if the program never calls the
  * allocator again (docs/design.md §7a). It
  * - starts lazily, from an allocation's slow path with no lock held, once
- *   hakmem holds HAK_PURGER_START_BYTES or has memory to return: a small or
- *   single-threaded program never has it, and a program that counts its
+ *   hakmem holds HAK_PURGER_START_BYTES or has memory to return, in a
+ *   program that started a thread of its own: a small program, or one that
+ *   never started a thread, never has it, and a program that counts its
  *   threads at start-up does not see it. Never from free: glibc frees
  *   thread control blocks under the lock its pthread_create takes;
  * - sleeps on a futex while nothing is pending (the note that makes work
@@ -289,8 +290,12 @@ void hak_purger_consider_start(void) {
     return;
   }
   /* pthread_create allocates (the new thread's TLS): not while this thread
-   * holds an allocator lock (the shared heap's), which that could want. */
-  if (hak_locks_held != 0 || !main_thread_known()) return;
+   * holds an allocator lock (the shared heap's), which that could want.
+   * Nor in a program that never started a thread: its purger would make it
+   * a threaded one, to glibc (whose fork then takes a lock a fork from a
+   * signal handler waits for) and to the libraries that skip their atomic
+   * operations in a single-threaded process (libstdc++'s shared_ptr). */
+  if (hak_locks_held != 0 || hak_single_threaded() || !main_thread_known()) return;
   if (atomic_load_explicit(&hak_stat_committed, memory_order_relaxed) >= HAK_PURGER_START_BYTES ||
       atomic_load_explicit(&hak_work_pending, memory_order_relaxed))
     purger_start();

@@ -475,6 +475,16 @@ static inline pthread_t hak_thread_start(void *(*fn)(void *), void *arg)
     return t;
 }
 
+static inline void *hak_thread_does_nothing(void *arg) { return arg; }
+
+/* Make the process a threaded one (a thread started and joined), as a
+ * program that allocates from threads is: only there does hakmem start its
+ * purger thread (src/purge.c). */
+static inline void hak_become_threaded(void)
+{
+    CHECK(pthread_join(hak_thread_start(hak_thread_does_nothing, NULL), NULL) == 0);
+}
+
 /* What each thread of a process is doing, on stderr: its state, kernel wait
  * channel and system call (202 on x86-64 is futex: waiting for a lock), so
  * that a timeout says "deadlock" or "slow". Best effort: /proc may refuse. */

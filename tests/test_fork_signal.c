@@ -1,12 +1,17 @@
 /* fork() from a signal handler (as glibc's tst-mallocfork2 does).
  *
- * A single-threaded worker loops over malloc, realloc, free and statistics
- * reports; another process signals it over and over, and the handler forks
- * a child that exits at once. fork() is async-signal-safe in a
- * single-threaded process, so the signal may land while the worker is
- * inside the allocator, holding one of its locks: the atfork handlers must
- * not take them there. The supervising process sends the signals and fails
- * (instead of hanging) if the worker stops making progress.
+ * A single-threaded worker loops over malloc, realloc, free, statistics
+ * reports and forks of its own; another process signals it over and over,
+ * and the handler forks a child that exits at once. fork() is
+ * async-signal-safe in a single-threaded process, so the signal may land
+ * while the worker is inside the allocator, holding one of its locks (the
+ * atfork handlers must not take them there), or inside fork() itself. The
+ * latter hung when hakmem's purger thread ran in the worker: to glibc the
+ * process was then a threaded one, whose fork takes a lock the nested fork
+ * waits for. So a program that never started a thread gets no purger
+ * (src/purge.c), checked at the end. The supervising process sends the
+ * signals and fails (instead of hanging) if the worker stops making
+ * progress.
  *
  * (In a multi-threaded process, fork from a signal handler that interrupted
  * an allocator call is not supported, as with glibc: see src/init.c.) */
@@ -54,15 +59,17 @@ static void worker(int devnull)
     for (size_t i = 0; forks_done < FORKS; i++) {
         size_t k = (size_t)(hak_rng_next(&rng) % SLOTS);
         size_t size = hak_rng_size(&rng, 2 * MiB);
-        switch (i % 4) {
+        switch (i % 5) {
             case 0: free(slots[k]); slots[k] = malloc(size); CHECK(slots[k] != NULL); break;
             case 1: slots[k] = realloc(slots[k], size); CHECK(slots[k] != NULL); break;
             case 2: free(slots[k]); slots[k] = NULL; break;
-            default: hak_stats_write_json(devnull); break;   /* holds the report lock */
+            case 3: hak_stats_write_json(devnull); break;   /* holds the report lock */
+            default: if (i % 25 == 4) fork_in_handler(0); break;   /* a fork the handler's may interrupt */
         }
         if (i % 64 == 0) CHECK(reap_children());
     }
     for (size_t k = 0; k < SLOTS; k++) free(slots[k]);
+    CHECKF(hak_purger_threads() == 0, "%s", "a purger thread in a program that never started a thread");
     sigset_t block;
     sigemptyset(&block);
     sigaddset(&block, SIGUSR1);

@@ -9,7 +9,10 @@
  *     (kept plain, to see whether use changes);
  *   - a freed block's memory loses the advice (it may become small pages);
  *   - with HAKMEM_HUGE_PAGES=0, nothing is ever advised.
- * The policy is process-wide, so the cases run in this order. */
+ * The policy is process-wide, so the cases run in this order, in a
+ * threaded process: the freed blocks of one case are purged on time (by
+ * the purger) before the next takes memory that must never have been
+ * touched, to be judged. */
 #include "hak_test.h"
 
 #define BLOCK (4 * MiB)   /* holds a whole 2 MiB stretch wherever it starts */
@@ -89,6 +92,7 @@ static void dense_blocks_come_advised(void)
 int main(void)
 {
     hak_test_begin("test_huge_pages");
+    hak_become_threaded();
     RUN_CASE(sparse_blocks_stay_small);
     RUN_CASE(dense_blocks_come_advised);
     return 0;

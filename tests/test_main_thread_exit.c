@@ -11,10 +11,11 @@ static void at_exit_marker(void)
     fprintf(stderr, "atexit handler ran\n");
 }
 
-/* 64 MiB allocated and freed: memory to return, so the purger starts (on
- * a later allocation's slow path). */
+/* 64 MiB allocated and freed by a threaded process: memory to return, so
+ * the purger starts (on a later allocation's slow path). */
 static void start_the_purger(void)
 {
+    hak_become_threaded();
     void *b[64];
     for (int i = 0; i < 64; i++) {
         CHECK((b[i] = malloc(MiB)) != NULL);
