@@ -211,6 +211,8 @@ int hak_posix_memalign(void **out, size_t align, size_t size) {
   return 0;
 }
 
+/* C17 (and glibc 2.38 on): an alignment that is not a power of two fails
+ * (glibc 2.36 took 0 as malloc, and rounded the rest up as memalign). */
 void *hak_aligned_alloc(size_t align, size_t size) {
   if (!is_power_of_two(align)) { errno = EINVAL; return NULL; }
   return alloc_aligned(align, size, false);
