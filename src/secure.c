@@ -5,7 +5,7 @@
  * Every block of the secure variant ends in a canary trailer:
  *
  *   p ........ p+size  [pattern, up to 16 B]  ...  [slack:u32 | check:u32]
- *   (the caller's)      CANARY_BYTE                 last 8 bytes of the block
+ *   (the caller's)      the canary byte             last 8 bytes of the block
  *
  * slack is the count of bytes between the request and the trailer, so the
  * requested size needs no room anywhere else (not in the page descriptor,
@@ -20,7 +20,7 @@
  *
  * A freed block then waits in its thread's quarantine (FIFO, bounded by
  * count and bytes) before it really goes back to its page: its first
- * QUARANTINE_FILL bytes are filled with FREED_WORD in its even words and
+ * QUARANTINE_FILL bytes are filled with the freed word in its even words and
  * its quarantine tag in its odd ones (the second word's, so a second free
  * is a double free). When it leaves, the fill is checked: any difference
  * is a write after free. */
@@ -68,12 +68,38 @@ static uint64_t random_seed(void) {
 static _Atomic(uint64_t) process_key;
 static _Atomic(uint64_t) process_key2;   /* the canary hash's multiplier: mix(process_key) | 1 */
 static _Atomic(uint64_t) process_tag_key;
+static _Atomic(uint64_t) process_pattern_key;
+
+/* Two words as one vector (the canary's pattern words, a quarantine fill). */
+typedef uint64_t fill_t __attribute__((vector_size(16)));
+
+/* The byte of the pattern after each request (both halves: the canary's
+ * compare takes it from memory, as a constant) and the word of the fill
+ * of quarantined blocks' even words: a byte chosen at random with the keys,
+ * so that an overflow or a write after free cannot pass by writing the
+ * very bytes checked for (with fixed ones, 0xca and 0xdf, it could). From
+ * 0x80-0xfe: never text, nor 0 or 0xff, which memset and calloc write, so
+ * that the common overflows are always seen. The same in every thread, and
+ * in forked children (their blocks hold them). Written by each thread that
+ * runs key_init, the same values, before it publishes process_key2. */
+static fill_t canary_words;
+static uint64_t freed_word;
+
+static uint64_t pattern_word(uint64_t random) {
+  uint64_t byte = 0x80 | (random & 0x7f);
+  return (byte == 0xff ? 0xfe : byte) * 0x0101010101010101ULL;
+}
 
 static HAK_NOINLINE void key_init(void) {
   uint64_t fresh = random_seed() | 1, expected = 0;
   uint64_t k = atomic_compare_exchange_strong(&process_key, &expected, fresh) ? fresh : expected;
   expected = 0;
   atomic_compare_exchange_strong(&process_tag_key, &expected, random_seed() | 1);
+  expected = 0;
+  atomic_compare_exchange_strong(&process_pattern_key, &expected, random_seed() | 1);
+  uint64_t patterns = atomic_load_explicit(&process_pattern_key, memory_order_relaxed);
+  canary_words = (fill_t){ pattern_word(patterns), pattern_word(patterns) };
+  freed_word = pattern_word(patterns >> 8);
   atomic_store_explicit(&process_key2, mix(k) | 1, memory_order_release);
 }
 
@@ -294,10 +320,7 @@ void hak_secure_segment_release(const hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ canary */
 
-#define CANARY_BYTE     0xca
-#define CANARY_WORD     0xcacacacacacacacaULL
 #define CANARY_PATTERN  16      /* pattern bytes after the request, at most */
-#define FREED_WORD      0xdfdfdfdfdfdfdfdfULL
 
 /* Both words are masked with a keyed hash of the block's address, so no
  * byte of the trailer has a predictable value: an off-by-one that writes
@@ -379,7 +402,7 @@ static inline __attribute__((always_inline)) void *canary_write(void *p, size_t 
   if (!small && slack > SLACK_MAX) slack = SLACK_MAX;
   uint8_t *end = (uint8_t *)p + usable;
   uint8_t *pattern = end - HAK_CANARY_SIZE - slack;
-  uint64_t w = CANARY_WORD;
+  uint64_t w = canary_words[0];
   memcpy(pattern, &w, 8);
   memcpy((uint8_t *)pattern_second(pattern, end), &w, 8);
   uint64_t t = trailer_encode(small ? keys_chosen(false) : keys(), p, (uint32_t)slack << FAMILY_BITS | family);
@@ -416,7 +439,7 @@ static HAK_NORETURN void report_overflow(hak_op_t op, const void *p, size_t size
 static HAK_NOINLINE HAK_NORETURN void pattern_differs(hak_op_t op, const void *p, size_t size, size_t slack) {
   const uint8_t *pattern = (const uint8_t *)p + size;
   size_t i = 0;
-  while (i + 1 < slack && i + 1 < CANARY_PATTERN && pattern[i] == CANARY_BYTE) i++;
+  while (i + 1 < slack && i + 1 < CANARY_PATTERN && pattern[i] == (uint8_t)canary_words[0]) i++;
   report_overflow(op, p, size, i);
 }
 
@@ -504,13 +527,12 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
   __asm__("" : "+r"(n));   /* (else the compiler branches on slack < 8 below) */
   /* Both words in one vector, compared with the pattern byte by byte (the
    * bytes that are not pattern bytes pass). */
-  typedef uint64_t words_t __attribute__((vector_size(16)));
-  words_t words;
+  fill_t words;
   bytes16_t skip;
   memcpy(&words[0], pattern, 8);
   memcpy(&words[1], pattern_second(pattern, end), 8);
   memcpy(&skip, pattern_skip + CANARY_PATTERN - n, 16);
-  return hak_likely(all_set(((bytes16_t)words == (char)CANARY_BYTE) | skip));
+  return hak_likely(all_set(((bytes16_t)words == (bytes16_t)canary_words) | skip));
 }
 
 /* The requested size of live block p (as canary_intact), or the report. */
@@ -556,20 +578,18 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   return canary_check(ks, op, p, ref->usable);
 }
 
-/* The fill, as four copies of one two-word vector (FREED_WORD, the tag).
+/* The fill, as four copies of one two-word vector (the freed word, the tag).
  * In a block of less than QUARANTINE_FILL bytes (16 to 48: the smallest
  * classes) the last three are placed at most at its last 16 bytes,
  * overlapping (in a 16-byte block, all on the first): all the same, so
  * each is checked against the one vector. The same stores and loads at
  * every size, so no branch on it (the sizes a program frees come in no
  * order a branch predictor learns). */
-typedef uint64_t fill_t __attribute__((vector_size(16)));
-
 /* Where the last three vectors go (quarantined blocks have 16 bytes at least). */
 static inline size_t fill_at(size_t usable, size_t at) { return usable - 16 < at ? usable - 16 : at; }
 
 static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
-  fill_t v = { FREED_WORD, quarantine_tag(ks, p) };
+  fill_t v = { freed_word, quarantine_tag(ks, p) };
   memcpy(p, &v, 16);
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &v, 16);
 }
@@ -579,7 +599,7 @@ static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
 static __attribute__((noipa)) void report_use_after_free(const void *p, size_t fill) {
   const uint64_t *w = p;
   size_t i = 0;
-  while (i + 1 < fill / 8 && w[i] == (i % 2 == 1 ? quarantine_tag(keys(), p) : FREED_WORD)) i++;
+  while (i + 1 < fill / 8 && w[i] == (i % 2 == 1 ? quarantine_tag(keys(), p) : freed_word)) i++;
   hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
 }
 
@@ -591,7 +611,7 @@ static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable
 }
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  fill_t a, v = { FREED_WORD, quarantine_tag(ks, p) };
+  fill_t a, v = { freed_word, quarantine_tag(ks, p) };
   memcpy(&a, p, 16);
   bytes16_t same = (bytes16_t)a == (bytes16_t)v;
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) {

@@ -464,13 +464,21 @@ static void freed_blocks_come_back_zeroed(void)
  * freed unwritten are not. */
 static size_t case_size, case_at;
 
+/* Byte `at` of p changed (whatever it held: a byte the check looks for may
+ * have any value). */
+static void change_byte(char *p, size_t at)
+{
+    volatile char *q = hak_opaque_ptr(p);
+    q[at] = (char)~q[at];
+}
+
 static void overflow_at(void)
 {
     hak_thread_own_heap();
     char *p = malloc(case_size);
     CHECK(p != NULL);
     hak_announce(p);
-    ((char *)hak_opaque_ptr(p))[case_size + case_at] = 'x';
+    change_byte(p, case_size + case_at);
     free(p);
 }
 
@@ -481,7 +489,7 @@ static void use_after_free_write_at(void)
     CHECK(p != NULL);
     free(p);
     hak_announce(p);
-    if (case_at != SIZE_MAX) ((char *)hak_opaque_ptr(p))[case_at] = 'x';
+    if (case_at != SIZE_MAX) change_byte(p, case_at);
     for (int i = 0; i < 100; i++) free(malloc(16));
 }
 
@@ -506,6 +514,41 @@ static void every_pattern_byte_and_fill_word_is_checked(void)
         hak_child_report r = hak_run_in_child(use_after_free_write_at);
         CHECK_CHILD_EXITED_0(r.status);
     }
+}
+
+/* The pattern byte after a request and the byte of a quarantined block's
+ * fill (its first word), as this process has them. */
+static void print_pattern_bytes(void)
+{
+    hak_thread_own_heap();
+    volatile unsigned char *p = hak_opaque_ptr(malloc(9));   /* 32-byte block: pattern bytes 9-23 */
+    unsigned canary = p[9];
+    free((void *)p);
+    printf("%u %u\n", canary, p[0]);
+}
+
+/* Both bytes are chosen per process, among 0x80-0xfe (secure.c): not one
+ * an attacker knows, nor text or 0, which common overflows write. Four
+ * processes (this program run again) must not all have the same ones. */
+static void pattern_bytes_differ_between_processes(void)
+{
+    char self[512], command[600];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0);
+    self[n] = 0;
+    snprintf(command, sizeof command, "HAK_TEST_PRINT_PATTERN=1 '%s'", self);
+    unsigned canary[4], freed[4];
+    bool all_same = true;
+    for (int i = 0; i < 4; i++) {
+        FILE *f = popen(command, "r");
+        CHECK(f != NULL);
+        CHECK(fscanf(f, "%u %u", &canary[i], &freed[i]) == 2);
+        CHECK(pclose(f) == 0);
+        CHECKF(canary[i] >= 0x80 && canary[i] <= 0xfe && freed[i] >= 0x80 && freed[i] <= 0xfe,
+               "pattern bytes %#x and %#x", canary[i], freed[i]);
+        all_same &= canary[i] == canary[0] && freed[i] == freed[0];
+    }
+    CHECKF(!all_same, "four processes chose the same bytes %#x and %#x", canary[0], freed[0]);
 }
 
 /* A block handed out does not show the encoded link it had on its free
@@ -596,12 +639,19 @@ static void forked_children_carve_apart(void)
 
 int main(void)
 {
+#ifdef HAK_TEST_SECURE
+    if (getenv("HAK_TEST_PRINT_PATTERN") != NULL) {
+        print_pattern_bytes();
+        return 0;
+    }
+#endif
     hak_test_begin("test_misuse (" VARIANT_NAME ")");
     RUN_CASE(every_misuse_is_stopped_where_promised);
     RUN_CASE(sized_deletes_of_the_size_allocated_pass);
 #ifdef HAK_TEST_SECURE
     if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
+    RUN_CASE(pattern_bytes_differ_between_processes);
     RUN_CASE(handed_out_blocks_hide_their_links);
     RUN_CASE(forged_link_to_a_live_block_is_stopped);
     RUN_CASE(forked_children_carve_apart);
