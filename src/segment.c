@@ -82,6 +82,17 @@ static size_t slices_count(const hak_page_t *first, size_t n, uint8_t state) {
   return count;
 }
 
+/* The slices in state `from` now in state `to`: how many. */
+static size_t slices_turn(hak_page_t *first, size_t n, uint8_t from, uint8_t to) {
+  size_t turned = 0;
+  for (size_t i = 0; i < n; i++)
+    if (first[i].dirty == from) {
+      first[i].dirty = to;
+      turned++;
+    }
+  return turned;
+}
+
 /* A dirty free span will be due for its purge at `at`. */
 static void arena_note_due(hak_arena_t *a, uint64_t at) {
   uint64_t due = atomic_load_explicit(&a->next_purge, memory_order_relaxed);
@@ -177,12 +188,9 @@ static bool stretch_advise(hak_segment_t *seg, size_t k, bool on) {
 /* Slices [from, to) of free span `span` may be resident now: marked dirty,
  * and the span due for its purge. */
 static void span_mark_resident(hak_arena_t *a, hak_page_t *span, size_t from, size_t to, uint64_t now) {
-  hak_page_t *pages = hak_segment_of(span)->pages;
-  size_t marked = 0;
-  for (size_t i = from; i < to; i++) {
-    marked += pages[i].dirty != HAK_SLICE_DIRTY;
-    pages[i].dirty = HAK_SLICE_DIRTY;
-  }
+  hak_page_t *first = &hak_segment_of(span)->pages[from];
+  size_t marked = slices_turn(first, to - from, HAK_SLICE_FRESH, HAK_SLICE_DIRTY) +
+                  slices_turn(first, to - from, HAK_SLICE_PURGED, HAK_SLICE_DIRTY);
   if (marked == 0) return;
   uint64_t due = hak_purge_deadline(&a->clock, now);
   if (span->dirty_slices == 0 || span->purge_at > due) span->purge_at = due;
@@ -283,12 +291,8 @@ static bool span_purge(hak_arena_t *a, hak_page_t *span, uint64_t now, bool keep
       span->purge_at = now + HAK_PURGE_RETRY;
       return demoted;
     }
-    size_t purged = 0;
-    for (size_t i = lo; i < hi; i++)   /* (fresh slices stay fresh: never touched, no page table) */
-      if (seg->pages[i].dirty == HAK_SLICE_DIRTY) {
-        seg->pages[i].dirty = HAK_SLICE_PURGED;
-        purged++;
-      }
+    /* (fresh slices stay fresh: never touched, no page table) */
+    size_t purged = slices_turn(&seg->pages[lo], hi - lo, HAK_SLICE_DIRTY, HAK_SLICE_PURGED);
     atomic_fetch_add_explicit(&hak_stat_purged, (int64_t)(purged * HAK_SLICE_SIZE), memory_order_relaxed);
     a->clock.purged_at = now;
   }
