@@ -56,6 +56,12 @@ static void *malloc_medium(size_t size, hak_heap_t *heap) {
     if (count > 0) {   /* still in this core's cache, likely */
       if (hak_unlikely(!hak_heap_beat(heap))) return malloc_slow(size, heap, false);
       hak_block_t *b = heap->recent[i].slot[--count];
+#if HAKMEM_SECURE
+      /* As a page's pop checks (hak_page_pop): a block pushed twice (a
+       * double free, after a write cleared its tag word) came out twice. */
+      hak_page_t *page = hak_slice_at(hak_segment_of(b), b)->page;
+      if (hak_unlikely(b->free_tag != hak_free_tag(page))) hak_secure_bad_link(page, b);
+#endif
       heap->recent_count[i] = (uint8_t)count;
       b->free_tag = 0;
       return b;

@@ -98,7 +98,7 @@ static HAK_NOINLINE void key_init(void) {
   expected = 0;
   atomic_compare_exchange_strong(&process_pattern_key, &expected, random_seed() | 1);
   uint64_t patterns = atomic_load_explicit(&process_pattern_key, memory_order_relaxed);
-  canary_words = (fill_t){ pattern_word(patterns), pattern_word(patterns) };
+  canary_words = (fill_t){ pattern_word(patterns >> 1), pattern_word(patterns >> 1) };   /* (bit 0 is always set) */
   freed_word = pattern_word(patterns >> 8);
   atomic_store_explicit(&process_key2, mix(k) | 1, memory_order_release);
 }
