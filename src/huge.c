@@ -308,42 +308,72 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
 
 /* ------------------------------------------------------------ giant blocks */
 
-/* A block aligned beyond what a segment can hold: its descriptor lives in
- * the OS page just before it, listed under giant_lock. */
+/* A block aligned beyond what a segment can hold: a mapping of its own
+ * pages. Its descriptor, listed under giant_lock, is an OS page of its
+ * own, away from the block: in the page just before it, a write below the
+ * block rewrote where free unmaps (an attack helper's program unmapped
+ * another mapping of the process so, 10 runs in 10). */
 typedef struct giant_s {
   struct giant_s *next;
-  void *base;
-  size_t mapped;
+  size_t mapped;   /* from block on */
   uint8_t *block;
 } giant_t;
 
 static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
 static giant_t *giants;
 
-/* The mapping is cut down to the descriptor's page and the block's own
- * pages: the rest of the `align` it was over-sized by would otherwise stay
- * mapped, and be the block's (its usable size, up to `align` more than
- * asked; the secure variant's canary, which records the slack in 29 bits,
- * then lay far past the request). */
+#if HAKMEM_SECURE
+/* The secure variant keeps the address ranges of the last GIANT_RETIRED
+ * giant blocks freed, inaccessible and their memory given back, before it
+ * unmaps them (giant blocks skip the quarantine, secure.c): a write after
+ * free faults, and a second free is reported (as of a block hakmem does
+ * not know) instead of freeing whatever block the OS mapped there since
+ * (an attack helper's program: a second free of a reused address, 10 runs
+ * in 10). */
+#define GIANT_RETIRED 8
+static giant_t *giants_retired[GIANT_RETIRED];   /* (giant_lock) */
+static unsigned giants_retired_next;
+
+/* g's block, just freed, out of reach; returns the block it replaces in
+ * the ring, to unmap (NULL if none). Under giant_lock. */
+static giant_t *giant_retire(giant_t *g) {
+  giant_t *old = giants_retired[giants_retired_next];
+  giants_retired[giants_retired_next] = g;
+  giants_retired_next = (giants_retired_next + 1) % GIANT_RETIRED;
+  return old;
+}
+#endif
+
+static void giant_unmap(giant_t *g) {
+  hak_os_free(g->block, g->mapped);
+  hak_os_free(g, HAK_OS_PAGE);
+}
+
+/* The mapping is cut down to the block's own pages: the rest of the
+ * `align` it was over-sized by would otherwise stay mapped, and be the
+ * block's (its usable size, up to `align` more than asked; the secure
+ * variant's canary, which records the slack in 29 bits, then lay far past
+ * the request). */
 static void *giant_alloc(size_t size, size_t align) {
   if (size > HAK_MAX_REQUEST || align > HAK_MAX_REQUEST - size) { errno = ENOMEM; return NULL; }
-  size_t over = hak_align_up(size + align + HAK_OS_PAGE, HAK_OS_PAGE);
+  giant_t *g = hak_os_alloc_or_short(HAK_OS_PAGE, HAK_OS_PAGE);
+  if (g == NULL) return NULL;
+  size_t over = hak_align_up(size + align, HAK_OS_PAGE);
   uint8_t *base = hak_os_alloc_or_short(over, HAK_OS_PAGE);
-  if (base == NULL) return NULL;
-  uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base + HAK_OS_PAGE, align);
-  uint8_t *start = block - HAK_OS_PAGE, *end = block + hak_align_up(size, HAK_OS_PAGE);
-  if (start > base) hak_os_free(base, (size_t)(start - base));
+  if (base == NULL) {
+    hak_os_free(g, HAK_OS_PAGE);
+    return NULL;
+  }
+  uint8_t *block = (uint8_t *)hak_align_up((uintptr_t)base, align), *end = block + hak_align_up(size, HAK_OS_PAGE);
+  if (block > base) hak_os_free(base, (size_t)(block - base));
   if (base + over > end) hak_os_free(end, (size_t)(base + over - end));
-  size_t mapped = (size_t)(end - start);
-  giant_t *g = (giant_t *)start;
-  g->base = start;
-  g->mapped = mapped;
+  g->mapped = (size_t)(end - block);
   g->block = block;
   hak_lock(&giant_lock);
   g->next = giants;
   giants = g;
   hak_unlock(&giant_lock);
-  huge_account(mapped);   /* (counted as huge blocks) */
+  huge_account(g->mapped + HAK_OS_PAGE);   /* (counted as huge blocks, with the descriptor) */
   return block;
 }
 
@@ -358,17 +388,28 @@ bool hak_giant_free(void *p) {
   giant_t **link = giant_find(p);
   giant_t *g = link ? *link : NULL;
   if (g) *link = g->next;
+#if HAKMEM_SECURE
+  giant_t *unmapped = g ? giant_retire(g) : NULL;
+#else
+  giant_t *unmapped = g;
+#endif
   hak_unlock(&giant_lock);
   if (g == NULL) return false;
-  huge_unaccount(g->mapped);
-  hak_os_free(g->base, g->mapped);
+  huge_unaccount(g->mapped + HAK_OS_PAGE);
+#if HAKMEM_SECURE
+  int saved = errno;   /* (refused: the range stays as it was until it leaves the ring) */
+  hak_os_purge(g->block, g->mapped);
+  mprotect(g->block, g->mapped, PROT_NONE);
+  errno = saved;
+#endif
+  if (unmapped != NULL) giant_unmap(unmapped);
   return true;
 }
 
 size_t hak_giant_usable_size(const void *p) {
   hak_lock(&giant_lock);
   giant_t **link = giant_find(p);
-  size_t n = link ? (size_t)((uint8_t *)(*link)->base + (*link)->mapped - (*link)->block) : 0;
+  size_t n = link ? (*link)->mapped : 0;
   hak_unlock(&giant_lock);
   return n;
 }

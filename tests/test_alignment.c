@@ -127,6 +127,33 @@ static void giant_blocks_keep_their_size(void)
         }
 }
 
+/* A giant block's descriptor is a page of its own, not the page just
+ * below the block, where a write below the block (an underflow) rewrote
+ * where free unmaps (an attack helper's program unmapped another mapping
+ * so). Here that page is the program's own (mapped there, garbage written
+ * over it whole): the free must neither stop nor touch it. (It is free:
+ * the block's mapping starts at the block, but by a tiny chance, when the
+ * mapping came aligned already; then another block is tried.) */
+static void giant_metadata_is_out_of_the_blocks_reach(void)
+{
+    const size_t aligns[] = {32 * MiB, 64 * MiB};
+    for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++) {
+        char *p = NULL, *below = MAP_FAILED;
+        for (int attempt = 0; attempt < 3 && below == MAP_FAILED; attempt++) {
+            if (p != NULL) free(p);
+            p = aligned_alloc(aligns[a], 100);
+            CHECK(p != NULL);
+            below = mmap(p - 4096, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        }
+        CHECKF(below == p - 4096, "the page below a giant block is taken (%s)", strerror(errno));
+        hak_fill(below, 4096, 77);
+        memset(p, 1, 100);
+        free(p);
+        CHECK_PATTERN(below, 4096, 77);
+        CHECK(munmap(below, 4096) == 0);
+    }
+}
+
 /* Interleaved with plain mallocs, so aligned blocks come from pages that
  * also hold unaligned ones; all verified at the end. */
 static void aligned_mixed_with_malloc(void)
@@ -239,6 +266,7 @@ int main(void)
     RUN_CASE(young_threads_aligned);
     RUN_CASE(huge_alignment_small_size);
     RUN_CASE(giant_blocks_keep_their_size);
+    RUN_CASE(giant_metadata_is_out_of_the_blocks_reach);
     RUN_CASE(aligned_mixed_with_malloc);
     RUN_CASE(aligned_blocks_fit);
     RUN_CASE(bad_alignments_rejected);

@@ -10,7 +10,7 @@
  * with -DHAK_TEST_LIBC it runs the same table against the C library and
  * checks nothing, for comparison:
  *   cc -O1 -DHAK_TEST_LIBC -Iinclude -Isrc tests/test_misuse.c -o /tmp/misuse_libc -lstdc++ -lpthread
- * glibc 2.36 stops 15 of 37: the double and interior frees (also after a
+ * glibc 2.36 stops 15 of 38: the double and interior frees (also after a
  * write), the medium
  * overflow by 32 and the underflows (both rewrite a chunk header), the
  * large use-after-free write (the block was unmapped), and the overflows
@@ -19,8 +19,9 @@
  * (its mapping shrank); it misses the 1-byte overflows, the small and
  * large 32-byte overflows, the small and medium use-after-free writes (also
  * after the freeing thread exited), the reads past a large block and an
- * aligned one, every new/delete mismatch and every sized delete of another
- * size (README.md, "Hardening"). A sized delete of the size allocated must
+ * aligned one, every new/delete mismatch, every sized delete of another
+ * size and the double free of a giant block whose address was handed out
+ * again (README.md, "Hardening"). A sized delete of the size allocated must
  * pass in every variant (sized_deletes_of_the_size_allocated_pass). */
 #include "hak_test.h"
 #ifndef HAK_TEST_LIBC
@@ -189,6 +190,21 @@ static void double_free_after_a_write_medium(void)
     char *a = malloc(SIZE), *b = malloc(SIZE);   /* (the default variant: x both times, unseen) */
     CHECK(a != NULL && b != NULL);
     for (int i = 0; i < 8; i++) free(keep[i]);
+}
+
+/* A block aligned beyond 16 MiB (giant: a mapping of its own, no
+ * quarantine) freed twice, a block of the same kind taken between: the
+ * OS hands its address out again, so the second free freed the new block
+ * (in the default variant, it may still). */
+static void double_free_giant_after_reuse(void)
+{
+    char *p = aligned_alloc(32 * MiB, 64);
+    CHECK(p != NULL);
+    hak_announce(p);
+    free(p);
+    char *q = aligned_alloc(32 * MiB, 64);   /* (kept: the second free of p must not free it) */
+    CHECK(q != NULL);
+    free(hak_opaque_ptr(p));
 }
 
 static void double_free_small(void) { double_free_of(SMALL); }
@@ -405,6 +421,8 @@ static const struct misuse {
     { "double free, small", double_free_small, DEFAULT | SECURE, "double free", 0 },
     { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free", 0 },
     { "double free, large", double_free_large, DEFAULT | SECURE, "double free", 0 },
+    { "double free, giant, its address handed out again", double_free_giant_after_reuse, SECURE, "freed already",
+      DEFAULT },
     /* (The message names what is seen first: the free list corrupted, or
      * under HAKMEM_ZERO_ON_FREE, which cleared the block as it left
      * quarantine, its canary, at the second free.) */
