@@ -584,8 +584,8 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
  * overlapping (in a 16-byte block, all on the first): all the same, so
  * each is checked against the one vector. The same stores and loads at
  * every size, so no branch on it (the sizes a program frees come in no
- * order a branch predictor learns). */
-/* Where the last three vectors go (quarantined blocks have 16 bytes at least). */
+ * order a branch predictor learns). fill_at: where the last three vectors
+ * go (quarantined blocks have 16 bytes at least). */
 static inline size_t fill_at(size_t usable, size_t at) { return usable - 16 < at ? usable - 16 : at; }
 
 static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
