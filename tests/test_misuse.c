@@ -147,7 +147,7 @@ static void use_after_free_write_after_exit(void)
     memset(p, 1, SMALL);
     pthread_join(hak_thread_start(free_and_exit, p), NULL);
     hak_announce(p);
-    ((char *)hak_opaque_ptr(p))[0] = 'x';
+    ((char *)hak_opaque_ptr(p))[16] = 'x';   /* (past the link and tag the default variant keeps there) */
     pthread_join(hak_thread_start(exit_with_a_full_quarantine, NULL), NULL);
 }
 
