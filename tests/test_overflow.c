@@ -3,6 +3,8 @@
  * block smaller than asked because a size computation wrapped around. */
 #include "hak_test.h"
 
+#include <sys/sysinfo.h>
+
 /* Sizes that cannot be allocated on any 64-bit machine, several chosen so
  * that rounding up to a size class or page (size + 15, size + 4095, ...)
  * wraps around to a small number. */
@@ -109,6 +111,44 @@ static void aligned_absurd_sizes(void)
     }
 }
 
+/* Sizes a 64-bit machine could map but this one has not the memory for:
+ * under the kernel's default overcommit heuristic (vm.overcommit_memory
+ * 0) such a request fails, and it must fail here too, with ENOMEM, as
+ * under glibc (it succeeded, and a program that probes with a large
+ * allocation learned only when its pages were touched). 4 times memory
+ * and swap: malloc (a huge block), realloc of a huge block (mremap),
+ * aligned_alloc beyond 16 MiB (a giant block), calloc. */
+static void beyond_the_machines_memory(void)
+{
+    FILE *f = fopen("/proc/sys/vm/overcommit_memory", "r");
+    int mode = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%d", &mode) != 1) mode = -1;
+        fclose(f);
+    }
+    struct sysinfo si;
+    CHECK(sysinfo(&si) == 0);
+    size_t memory = ((size_t)si.totalram + si.totalswap) * si.mem_unit, size = 4 * memory;
+    if (mode != 0 || size / 4 != memory || size > ((size_t)1 << 46)) {
+        printf("     vm.overcommit_memory %d, %zu MiB of memory and swap: skipped\n", mode, memory / MiB);
+        return;
+    }
+    errno = 0;
+    void *p = malloc(hak_opaque(size));
+    CHECKF(p == NULL && errno == ENOMEM, "malloc(%zu) = %p, errno %d", size, p, errno);
+    errno = 0;
+    p = calloc(hak_opaque(size / 8), 8);
+    CHECKF(p == NULL && errno == ENOMEM, "calloc(%zu, 8) = %p, errno %d", size / 8, p, errno);
+    errno = 0;
+    p = aligned_alloc(64 * MiB, hak_opaque(size));
+    CHECKF(p == NULL && errno == ENOMEM, "aligned_alloc(64 MiB, %zu) = %p, errno %d", size, p, errno);
+    hak_item it = hak_item_new(50 * MiB);
+    errno = 0;
+    void *q = realloc(it.ptr, hak_opaque(size));
+    CHECKF(q == NULL && errno == ENOMEM, "realloc(50 MiB -> %zu) = %p, errno %d", size, q, errno);
+    hak_item_verify_free(it);
+}
+
 int main(void)
 {
     hak_test_begin("test_overflow");
@@ -117,5 +157,6 @@ int main(void)
     RUN_CASE(reallocarray_overflow);
     RUN_CASE(realloc_absurd_keeps_old_block);
     RUN_CASE(aligned_absurd_sizes);
+    RUN_CASE(beyond_the_machines_memory);
     return 0;
 }
