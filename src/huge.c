@@ -397,8 +397,8 @@ bool hak_giant_free(void *p) {
   if (g == NULL) return false;
   huge_unaccount(g->mapped + HAK_OS_PAGE);
 #if HAKMEM_SECURE
-  int saved = errno;   /* (refused: the range stays as it was until it leaves the ring) */
   hak_os_purge(g->block, g->mapped);
+  int saved = errno;   /* (refused: the range stays as it was until it leaves the ring) */
   mprotect(g->block, g->mapped, PROT_NONE);
   errno = saved;
 #endif
