@@ -389,67 +389,116 @@ static HAK_NOINLINE void *aligned_nothrow_retry(const char *symbol, size_t size,
   hak_new_aligned_nothrow_t *runtime_new = (hak_new_aligned_nothrow_t *)cxx_runtime_symbol(symbol, true);
   return runtime_new != NULL && cxx_new_handler() != NULL ? runtime_new(size, align, tag) : NULL;
 }
-#define NEW_NOTHROW              "_ZnwmRKSt9nothrow_t"
-#define NEW_ALIGNED_NOTHROW      "_ZnwmSt11align_val_tRKSt9nothrow_t"
-
-#if HAKMEM_SECURE
-/* Each form records its family in the block (secure.h), for delete to
- * check. A block from new_retry (malloc's family) gets its form's; the
- * nothrow retries go through the C++ runtime's nothrow operator of the same
- * form, which calls ours (new[] for new[]). */
-#define NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
-#define NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
-#define NEW_ARRAY_NOTHROW         "_ZnamRKSt9nothrow_t"   /* (the default build's new[] is new) */
+#define NEW_NOTHROW               "_ZnwmRKSt9nothrow_t"
+#define NEW_ARRAY_NOTHROW         "_ZnamRKSt9nothrow_t"
+#define NEW_ALIGNED_NOTHROW       "_ZnwmSt11align_val_tRKSt9nothrow_t"
 #define NEW_ARRAY_ALIGNED_NOTHROW "_ZnamSt11align_val_tRKSt9nothrow_t"
+
+/* A nothrow form, in a program that replaced the form it calls (cxx.c):
+ * the runtime's own (found once, as nothrow_retry finds it), which makes
+ * that call inside try/catch. Without the runtime in reach (a static
+ * program) the call is made here: a bad_alloc it throws then passes. */
+static void *runtime_nothrow[HAK_CXX_FORMS];   /* by the form called; NULL: not looked up yet */
+
+static HAK_NOINLINE void *nothrow_replaced(hak_cxx_form_t callee, const char *symbol, size_t size, size_t align,
+                                           const void *tag) {
+  void *runtime = __atomic_load_n(&runtime_nothrow[callee], __ATOMIC_ACQUIRE);
+  if (runtime == NULL) {
+    runtime = cxx_runtime_symbol(symbol, true);
+    if (runtime == NULL) return hak_cxx_new(callee, size, align);
+    __atomic_store_n(&runtime_nothrow[callee], runtime, __ATOMIC_RELEASE);
+  }
+  if (callee == HAK_CXX_NEW || callee == HAK_CXX_NEW_ARRAY) return ((hak_new_nothrow_t *)runtime)(size, tag);
+  return ((hak_new_aligned_nothrow_t *)runtime)(size, align, tag);
+}
+
+/* Each form's own allocation: the size, the alignment (HAK_ALIGN: none
+ * asked), and in the secure variant the family it records (secure.h; the
+ * default build has none). The throwing forms call the new_handler and
+ * throw when there is no memory, the nothrow ones return NULL, or what the
+ * runtime's nothrow operator of the same form gets after a handler made
+ * room (it calls ours back). A form the runtime defines as a call of
+ * another makes that call instead if the program replaced the other. */
+#if HAKMEM_SECURE
+#define FAMILY_NEW               HAK_FAMILY_NEW
+#define FAMILY_NEW_ARRAY         HAK_FAMILY_NEW_ARRAY
+#define FAMILY_NEW_ALIGNED       (HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED)
+#define FAMILY_NEW_ARRAY_ALIGNED (HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED)
 
 /* The throwing forms' slow path, when it found no memory (secure.c). */
 void *hak_new_failed(size_t size, unsigned family) {
   return hak_secure_set_family(new_retry(size, HAK_ALIGN), family);
 }
-HAK_INTERNAL void *hak_new(size_t size) { return hak_secure_new_throwing(size, HAK_FAMILY_NEW); }
-HAK_INTERNAL void *hak_new_array(size_t size) { return hak_secure_new_throwing(size, HAK_FAMILY_NEW_ARRAY); }
-HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
-  void *p = hak_secure_new(size, HAK_FAMILY_NEW);
-  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_NOTHROW, size, tag);
-}
-HAK_INTERNAL void *hak_new_array_nothrow(size_t size, const void *tag) {
-  void *p = hak_secure_new(size, HAK_FAMILY_NEW_ARRAY);
-  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_ARRAY_NOTHROW, size, tag);
-}
-HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
+static inline void *new_own(size_t size, unsigned family) { return hak_secure_new_throwing(size, family); }
+static inline void *new_nothrow_own(size_t size, unsigned family) { return hak_secure_new(size, family); }
+static inline void *new_aligned_own(size_t size, size_t align, unsigned family) {
   void *p = alloc_aligned(align, size, false);
-  return hak_secure_set_family(hak_likely(p != NULL) ? p : new_retry(size, align), NEW_ALIGNED);
+  return hak_secure_set_family(hak_likely(p != NULL) ? p : new_retry(size, align), family);
 }
-HAK_INTERNAL void *hak_new_array_aligned(size_t size, size_t align) {
+static inline void *new_aligned_nothrow_own(size_t size, size_t align, unsigned family) {
   void *p = alloc_aligned(align, size, false);
-  return hak_secure_set_family(hak_likely(p != NULL) ? p : new_retry(size, align), NEW_ARRAY_ALIGNED);
-}
-HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
-  void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ALIGNED) : aligned_nothrow_retry(NEW_ALIGNED_NOTHROW, size, align, tag);
-}
-HAK_INTERNAL void *hak_new_array_aligned_nothrow(size_t size, size_t align, const void *tag) {
-  void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? hak_secure_set_family(p, NEW_ARRAY_ALIGNED)
-                               : aligned_nothrow_retry(NEW_ARRAY_ALIGNED_NOTHROW, size, align, tag);
+  return hak_likely(p != NULL) ? hak_secure_set_family(p, family) : NULL;
 }
 #else
-HAK_INTERNAL void *hak_new(size_t size) {
+#define FAMILY_NEW               0
+#define FAMILY_NEW_ARRAY         0
+#define FAMILY_NEW_ALIGNED       0
+#define FAMILY_NEW_ARRAY_ALIGNED 0
+static inline void *new_own(size_t size, unsigned family) {
   void *p = hak_malloc(size);
   return hak_likely(p != NULL) ? p : new_retry(size, HAK_ALIGN);
 }
-HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag) {
-  void *p = hak_malloc(size);
-  return hak_likely(p != NULL) ? p : nothrow_retry(NEW_NOTHROW, size, tag);
-}
-HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) {
+static inline void *new_nothrow_own(size_t size, unsigned family) { return hak_malloc(size); }
+static inline void *new_aligned_own(size_t size, size_t align, unsigned family) {
   void *p = alloc_aligned(align, size, false);
   return hak_likely(p != NULL) ? p : new_retry(size, align);
 }
-HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag) {
-  void *p = alloc_aligned(align, size, false);
-  return hak_likely(p != NULL) ? p : aligned_nothrow_retry(NEW_ALIGNED_NOTHROW, size, align, tag);
+static inline void *new_aligned_nothrow_own(size_t size, size_t align, unsigned family) {
+  return alloc_aligned(align, size, false);
 }
 #endif
 
+HAK_INTERNAL void *hak_new(size_t size) { return new_own(size, FAMILY_NEW); }
+HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align) { return new_aligned_own(size, align, FAMILY_NEW_ALIGNED); }
+
+/* The nothrow forms' own, and the runtime's nothrow retry if it fails. */
+static inline void *new_nothrow_or_retry(size_t size, unsigned family, const char *symbol, const void *tag) {
+  void *p = new_nothrow_own(size, family);
+  return hak_likely(p != NULL) ? p : nothrow_retry(symbol, size, tag);
+}
+static inline void *new_aligned_nothrow_or_retry(size_t size, size_t align, unsigned family, const char *symbol,
+                                                 const void *tag) {
+  void *p = new_aligned_nothrow_own(size, align, family);
+  return hak_likely(p != NULL) ? p : aligned_nothrow_retry(symbol, size, align, tag);
+}
+
+/* A form the runtime defines as a call of `callee`: that call if the
+ * program replaced it, else `own`. (The check out of line, and jumped to:
+ * the form then keeps nothing in registers across a call.) */
+#define NEW_FORM(name, params, args, callee, replaced, own)          \
+  static HAK_NOINLINE void *name##_checked params {                  \
+    return hak_cxx_replaced(callee) ? (replaced) : (own);            \
+  }                                                                  \
+  HAK_INTERNAL void *name params {                                   \
+    if (hak_cxx_maybe_replaced()) return name##_checked args;        \
+    return own;                                                      \
+  }
+NEW_FORM(hak_new_array, (size_t size), (size), HAK_CXX_NEW,
+         hak_cxx_new(HAK_CXX_NEW, size, 0), new_own(size, FAMILY_NEW_ARRAY))
+NEW_FORM(hak_new_nothrow, (size_t size, const void *tag), (size, tag), HAK_CXX_NEW,
+         nothrow_replaced(HAK_CXX_NEW, NEW_NOTHROW, size, 0, tag),
+         new_nothrow_or_retry(size, FAMILY_NEW, NEW_NOTHROW, tag))
+NEW_FORM(hak_new_array_nothrow, (size_t size, const void *tag), (size, tag), HAK_CXX_NEW_ARRAY,
+         nothrow_replaced(HAK_CXX_NEW_ARRAY, NEW_ARRAY_NOTHROW, size, 0, tag),
+         new_nothrow_or_retry(size, FAMILY_NEW_ARRAY, NEW_ARRAY_NOTHROW, tag))
+NEW_FORM(hak_new_array_aligned, (size_t size, size_t align), (size, align), HAK_CXX_NEW_ALIGNED,
+         hak_cxx_new(HAK_CXX_NEW_ALIGNED, size, align), new_aligned_own(size, align, FAMILY_NEW_ARRAY_ALIGNED))
+NEW_FORM(hak_new_aligned_nothrow, (size_t size, size_t align, const void *tag), (size, align, tag), HAK_CXX_NEW_ALIGNED,
+         nothrow_replaced(HAK_CXX_NEW_ALIGNED, NEW_ALIGNED_NOTHROW, size, align, tag),
+         new_aligned_nothrow_or_retry(size, align, FAMILY_NEW_ALIGNED, NEW_ALIGNED_NOTHROW, tag))
+NEW_FORM(hak_new_array_aligned_nothrow, (size_t size, size_t align, const void *tag), (size, align, tag),
+         HAK_CXX_NEW_ARRAY_ALIGNED, nothrow_replaced(HAK_CXX_NEW_ARRAY_ALIGNED, NEW_ARRAY_ALIGNED_NOTHROW, size, align, tag),
+         new_aligned_nothrow_or_retry(size, align, FAMILY_NEW_ARRAY_ALIGNED, NEW_ARRAY_ALIGNED_NOTHROW, tag))
+
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_ALLOC)
+HAK_DEFINE_CXX_EXPORTS(HAK_EXPORTS_NEW)

@@ -14,36 +14,17 @@
 
 /* X(return type, exported name, parameters, hak_* function) */
 
-/* The secure variant tells the C++ operators apart (secure.h: allocation
- * families): new[] from new, and each form of delete from free, and checks
- * the size a sized delete gives, so its operators are functions of their
- * own. In the default build they are malloc's and free's. */
+/* C++ operator new and delete: a function each (alloc.c, free.c), as
+ * each form the C++ runtime defines as a call of another makes that call
+ * in a program that replaced an operator (cxx.c). The plain and aligned
+ * deletes are free in the default build; the secure variant tells each
+ * form from free (secure.h: allocation families). */
 #if HAKMEM_SECURE
-#define HAK_NEW_ARRAY                  hak_new_array
-#define HAK_NEW_ARRAY_NOTHROW          hak_new_array_nothrow
-#define HAK_NEW_ARRAY_ALIGNED          hak_new_array_aligned
-#define HAK_NEW_ARRAY_ALIGNED_NOTHROW  hak_new_array_aligned_nothrow
 #define HAK_DELETE                     hak_delete
-#define HAK_DELETE_ARRAY               hak_delete_array
 #define HAK_DELETE_ALIGNED             hak_delete_aligned
-#define HAK_DELETE_ARRAY_ALIGNED       hak_delete_array_aligned
-#define HAK_DELETE_SIZED               hak_delete_sized
-#define HAK_DELETE_ARRAY_SIZED         hak_delete_array_sized
-#define HAK_DELETE_ALIGNED_SIZED       hak_delete_aligned_sized
-#define HAK_DELETE_ARRAY_ALIGNED_SIZED hak_delete_array_aligned_sized
 #else
-#define HAK_NEW_ARRAY                  hak_new
-#define HAK_NEW_ARRAY_NOTHROW          hak_new_nothrow
-#define HAK_NEW_ARRAY_ALIGNED          hak_new_aligned
-#define HAK_NEW_ARRAY_ALIGNED_NOTHROW  hak_new_aligned_nothrow
 #define HAK_DELETE                     hak_free
-#define HAK_DELETE_ARRAY               hak_free
 #define HAK_DELETE_ALIGNED             hak_free
-#define HAK_DELETE_ARRAY_ALIGNED       hak_free
-#define HAK_DELETE_SIZED               hak_free
-#define HAK_DELETE_ARRAY_SIZED         hak_free
-#define HAK_DELETE_ALIGNED_SIZED       hak_free
-#define HAK_DELETE_ARRAY_ALIGNED_SIZED hak_free
 #endif
 
 #define HAK_EXPORTS_ALLOC(X)                                                        \
@@ -62,40 +43,41 @@
   X(void *, __libc_realloc, (void *, size_t), hak_realloc)                          \
   X(void *, __libc_memalign, (size_t, size_t), hak_memalign)                        \
   X(void *, __libc_valloc, (size_t), hak_valloc)                                    \
-  X(void *, __libc_pvalloc, (size_t), hak_pvalloc)                                  \
-  /* operator new / new[]: plain, nothrow, aligned, aligned nothrow */             \
-  X(void *, _Znwm, (size_t), hak_new)                                               \
-  X(void *, _Znam, (size_t), HAK_NEW_ARRAY)                                         \
-  X(void *, _ZnwmRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
-  X(void *, _ZnamRKSt9nothrow_t, (size_t, const void *), HAK_NEW_ARRAY_NOTHROW)     \
-  X(void *, _ZnwmSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
-  X(void *, _ZnamSt11align_val_t, (size_t, size_t), HAK_NEW_ARRAY_ALIGNED)          \
-  X(void *, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow) \
-  X(void *, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), HAK_NEW_ARRAY_ALIGNED_NOTHROW)
+  X(void *, __libc_pvalloc, (size_t), hak_pvalloc)
 
-/* operator delete / delete[] in every form are hak_free (the secure
- * variant: one function per form, as above): the size and alignment
- * arguments are not needed (the page knows both) and arrive in registers
- * hak_free ignores (x86-64 and AArch64 calling conventions), so
- * the differing prototypes are deliberate. */
+/* operator new / new[]: plain, nothrow, aligned, aligned nothrow */
+#define HAK_EXPORTS_NEW(X)                                                          \
+  X(void *, _Znwm, (size_t), hak_new)                                               \
+  X(void *, _Znam, (size_t), hak_new_array)                                         \
+  X(void *, _ZnwmRKSt9nothrow_t, (size_t, const void *), hak_new_nothrow)           \
+  X(void *, _ZnamRKSt9nothrow_t, (size_t, const void *), hak_new_array_nothrow)     \
+  X(void *, _ZnwmSt11align_val_t, (size_t, size_t), hak_new_aligned)                \
+  X(void *, _ZnamSt11align_val_t, (size_t, size_t), hak_new_array_aligned)          \
+  X(void *, _ZnwmSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_aligned_nothrow) \
+  X(void *, _ZnamSt11align_val_tRKSt9nothrow_t, (size_t, size_t, const void *), hak_new_array_aligned_nothrow)
+
 #define HAK_EXPORTS_FREE(X)                                                         \
   X(void, free, (void *), hak_free)                                                 \
   X(void, cfree, (void *), hak_free)                                                \
   X(void, __libc_free, (void *), hak_free)                                          \
   X(void, free_sized, (void *, size_t), hak_free_sized)                             \
-  X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)     \
+  X(void, free_aligned_sized, (void *, size_t, size_t), hak_free_aligned_sized)
+
+/* operator delete / delete[]: plain, sized, nothrow, aligned, aligned sized,
+ * aligned nothrow */
+#define HAK_EXPORTS_DELETE(X)                                                       \
   X(void, _ZdlPv, (void *), HAK_DELETE)                                             \
-  X(void, _ZdaPv, (void *), HAK_DELETE_ARRAY)                                       \
-  X(void, _ZdlPvm, (void *, size_t), HAK_DELETE_SIZED)                              \
-  X(void, _ZdaPvm, (void *, size_t), HAK_DELETE_ARRAY_SIZED)                        \
-  X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE)                 \
-  X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), HAK_DELETE_ARRAY)           \
+  X(void, _ZdaPv, (void *), hak_delete_array)                                       \
+  X(void, _ZdlPvm, (void *, size_t), hak_delete_sized)                              \
+  X(void, _ZdaPvm, (void *, size_t), hak_delete_array_sized)                        \
+  X(void, _ZdlPvRKSt9nothrow_t, (void *, const void *), hak_delete_nothrow)         \
+  X(void, _ZdaPvRKSt9nothrow_t, (void *, const void *), hak_delete_array_nothrow)   \
   X(void, _ZdlPvSt11align_val_t, (void *, size_t), HAK_DELETE_ALIGNED)              \
-  X(void, _ZdaPvSt11align_val_t, (void *, size_t), HAK_DELETE_ARRAY_ALIGNED)        \
-  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ALIGNED_SIZED) \
-  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), HAK_DELETE_ARRAY_ALIGNED_SIZED) \
-  X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ALIGNED) \
-  X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), HAK_DELETE_ARRAY_ALIGNED)
+  X(void, _ZdaPvSt11align_val_t, (void *, size_t), hak_delete_array_aligned)        \
+  X(void, _ZdlPvmSt11align_val_t, (void *, size_t, size_t), hak_delete_aligned_sized) \
+  X(void, _ZdaPvmSt11align_val_t, (void *, size_t, size_t), hak_delete_array_aligned_sized) \
+  X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_delete_aligned_nothrow) \
+  X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_delete_array_aligned_nothrow)
 
 #define HAK_EXPORTS_PURGE(X)                                                         \
   X(int, malloc_trim, (size_t), hak_malloc_trim)
@@ -106,9 +88,14 @@
   X(void, malloc_stats, (void), hak_stats_print)
 
 #if !defined(HAKMEM_OVERRIDE) || HAKMEM_OVERRIDE
-#define HAK_EXPORT_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target)
-#define HAK_EXPORT_ALIAS_(ret, name, params, target) /* (target expanded first: HAK_DELETE ...) */ \
-  ret name params __attribute__((alias(#target), visibility("default")));
+#define HAK_EXPORT_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target, )
+#define HAK_EXPORT_ALIAS_(ret, name, params, target, weak) /* (target expanded first: HAK_DELETE ...) */ \
+  ret name params __attribute__((alias(#target), visibility("default"), weak));
+/* The C++ operators are weak: a program linked to libhakmem.a that
+ * replaces one then has its own, as the C++ standard lets it (cxx.c), where
+ * a second definition would stop the link. (Which definition the dynamic
+ * linker takes does not depend on it.) */
+#define HAK_EXPORT_WEAK_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target, weak)
 /* Each group also names hak_malloc and hak_free (alloc.c, free.c): linked
  * from libhakmem.a, a program that names one standard function (free
  * alone, say, its strings from the C library's strdup) then gets malloc
@@ -117,8 +104,11 @@
 #define HAK_DEFINE_EXPORTS(group) \
   _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS) \
   __attribute__((used)) static void *const hak_exports_need_##group[] = { (void *)hak_malloc, (void *)hak_free };
+#define HAK_DEFINE_CXX_EXPORTS(group) \
+  _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_WEAK_ALIAS)
 #else
 #define HAK_DEFINE_EXPORTS(group)
+#define HAK_DEFINE_CXX_EXPORTS(group)
 #endif
 
 #endif

@@ -565,26 +565,56 @@ void hak_free(void *p) {
 #endif
 }
 
-#if HAKMEM_SECURE
-/* C++ operator delete, each form checked against the operator new that
- * allocated the block (secure.h: allocation families), and a sized one's
- * size against the size asked for. (The alignment argument is ignored: the
- * family says the block came from an aligned new.) */
-void hak_delete(void *p) { hak_secure_delete(p); }
-void hak_delete_array(void *p) { hak_secure_delete_array(p); }
-void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
-void hak_delete_array_aligned(void *p) { hak_secure_delete_array_aligned(p); }
-void hak_delete_sized(void *p, size_t size) { hak_secure_delete_sized(p, size); }
-void hak_delete_array_sized(void *p, size_t size) { hak_secure_delete_array_sized(p, size); }
-void hak_delete_aligned_sized(void *p, size_t size, size_t align) {
-  (void)align;
-  hak_secure_delete_aligned_sized(p, size);
-}
-void hak_delete_array_aligned_sized(void *p, size_t size, size_t align) {
-  (void)align;
-  hak_secure_delete_array_aligned_sized(p, size);
-}
+/* ---------------------------------------------------- C++ operator delete */
 
+/* The plain and aligned delete are free in the default build (exports.h).
+ * Every other form is defined by the C++ runtime as a call of one of the
+ * unsized deletes (hak_cxx_form_t): in a program that replaced that one
+ * (cxx.c), the call is made. Otherwise, the secure variant checks each form
+ * against the operator new that allocated the block (secure.h: allocation
+ * families), and a sized one's size against the size asked for. (The
+ * alignment argument is ignored: the family says the block came from an
+ * aligned new.) */
+#if HAKMEM_SECURE
+void hak_delete(void *p) { hak_secure_delete(p); }
+void hak_delete_aligned(void *p) { hak_secure_delete_aligned(p); }
+#define DELETE_OWN(secure_call)      secure_call
+#define DELETE_OWN_CALL(secure_call) secure_call
+#else
+#define DELETE_OWN(secure_call)      free_block(p, hak_heap_get())
+#define DELETE_OWN_CALL(secure_call) hak_free(p)
+#endif
+
+/* (The check out of line, and jumped to: the form then keeps nothing in
+ * registers across a call.) */
+#define DELETE_FORM(name, params, args, callee, align, secure_call)   \
+  static HAK_NOINLINE void name##_checked params {                    \
+    if (hak_cxx_replaced(callee)) hak_cxx_delete(callee, p, align);   \
+    else DELETE_OWN_CALL(secure_call);                                \
+  }                                                                   \
+  void name params {                                                  \
+    if (hak_cxx_maybe_replaced()) name##_checked args;                \
+    else DELETE_OWN(secure_call);                                     \
+  }
+DELETE_FORM(hak_delete_array, (void *p), (p), HAK_CXX_DELETE, 0, hak_secure_delete_array(p))
+DELETE_FORM(hak_delete_sized, (void *p, size_t size), (p, size), HAK_CXX_DELETE, 0, hak_secure_delete_sized(p, size))
+DELETE_FORM(hak_delete_nothrow, (void *p, const void *tag), (p, tag), HAK_CXX_DELETE, 0, hak_secure_delete(p))
+DELETE_FORM(hak_delete_array_sized, (void *p, size_t size), (p, size), HAK_CXX_DELETE_ARRAY, 0,
+            hak_secure_delete_array_sized(p, size))
+DELETE_FORM(hak_delete_array_nothrow, (void *p, const void *tag), (p, tag), HAK_CXX_DELETE_ARRAY, 0,
+            hak_secure_delete_array(p))
+DELETE_FORM(hak_delete_array_aligned, (void *p, size_t align), (p, align), HAK_CXX_DELETE_ALIGNED, align,
+            hak_secure_delete_array_aligned(p))
+DELETE_FORM(hak_delete_aligned_sized, (void *p, size_t size, size_t align), (p, size, align), HAK_CXX_DELETE_ALIGNED,
+            align, hak_secure_delete_aligned_sized(p, size))
+DELETE_FORM(hak_delete_aligned_nothrow, (void *p, size_t align, const void *tag), (p, align, tag),
+            HAK_CXX_DELETE_ALIGNED, align, hak_secure_delete_aligned(p))
+DELETE_FORM(hak_delete_array_aligned_sized, (void *p, size_t size, size_t align), (p, size, align),
+            HAK_CXX_DELETE_ARRAY_ALIGNED, align, hak_secure_delete_array_aligned_sized(p, size))
+DELETE_FORM(hak_delete_array_aligned_nothrow, (void *p, size_t align, const void *tag), (p, align, tag),
+            HAK_CXX_DELETE_ARRAY_ALIGNED, align, hak_secure_delete_array_aligned(p))
+
+#if HAKMEM_SECURE
 /* (Out of line: inlined into hak_free_released, it cost the secure
  * variant's free 1-2 instructions a pair on one-slice pages, which never
  * come here.) */
@@ -672,3 +702,4 @@ void hak_free_aligned_sized(void *p, size_t align, size_t size) {
 }
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE)
+HAK_DEFINE_CXX_EXPORTS(HAK_EXPORTS_DELETE)

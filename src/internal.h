@@ -1045,6 +1045,50 @@ HAK_INTERNAL void  hak_heap_foreign_reset(hak_heap_t *heap, size_t bin);
 typedef enum { HAK_GROW_AS_ASKED, HAK_GROW_QUARTER, HAK_GROW_HUGE } hak_growth_t;
 HAK_INTERNAL hak_growth_t hak_realloc_growth(size_t usable, size_t need);
 
+/* cxx.c: the C++ operators a program replaced. The C++ runtime defines
+ * each form of operator new and delete but these base forms as a call of
+ * one of them (new[] of new, a sized or nothrow delete of the unsized
+ * one...); its callee comes before it here. */
+typedef enum {
+  HAK_CXX_NEW, HAK_CXX_NEW_ARRAY, HAK_CXX_NEW_ALIGNED, HAK_CXX_NEW_ARRAY_ALIGNED,
+  HAK_CXX_DELETE, HAK_CXX_DELETE_ARRAY, HAK_CXX_DELETE_ALIGNED, HAK_CXX_DELETE_ARRAY_ALIGNED,
+  HAK_CXX_FORMS
+} hak_cxx_form_t;
+enum { HAK_CXX_UNKNOWN, HAK_CXX_ALL_OURS, HAK_CXX_SOME_REPLACED };
+extern uint8_t hak_cxx_state HAK_INTERNAL;
+/* Whether the program may have replaced an operator: it did, or that is
+ * not known yet. Two instructions, in the forms that call another. */
+static inline bool hak_cxx_maybe_replaced(void) {
+  return hak_unlikely(__atomic_load_n(&hak_cxx_state, __ATOMIC_RELAXED) != HAK_CXX_ALL_OURS);
+}
+/* Whether `form`, or a form it calls, is the program's own: then a form
+ * defined as a call of `form` makes that call (hak_cxx_new, hak_cxx_delete). */
+HAK_INTERNAL bool hak_cxx_replaced(hak_cxx_form_t form);
+/* `form` as the program resolves it (align: the align_val_t forms'). */
+HAK_INTERNAL void *hak_cxx_new(hak_cxx_form_t form, size_t size, size_t align);
+HAK_INTERNAL void hak_cxx_delete(hak_cxx_form_t form, void *p, size_t align);
+/* hakmem's forms (alloc.c, free.c; exports.h gives their exported names),
+ * but the plain and aligned delete, which are free in the default build
+ * (hak_delete and hak_delete_aligned in the secure variant, secure.h). */
+HAK_INTERNAL void *hak_new(size_t size);
+HAK_INTERNAL void *hak_new_array(size_t size);
+HAK_INTERNAL void *hak_new_nothrow(size_t size, const void *tag);
+HAK_INTERNAL void *hak_new_array_nothrow(size_t size, const void *tag);
+HAK_INTERNAL void *hak_new_aligned(size_t size, size_t align);
+HAK_INTERNAL void *hak_new_array_aligned(size_t size, size_t align);
+HAK_INTERNAL void *hak_new_aligned_nothrow(size_t size, size_t align, const void *tag);
+HAK_INTERNAL void *hak_new_array_aligned_nothrow(size_t size, size_t align, const void *tag);
+HAK_INTERNAL void hak_delete_array(void *p);
+HAK_INTERNAL void hak_delete_sized(void *p, size_t size);
+HAK_INTERNAL void hak_delete_nothrow(void *p, const void *tag);
+HAK_INTERNAL void hak_delete_array_sized(void *p, size_t size);
+HAK_INTERNAL void hak_delete_array_nothrow(void *p, const void *tag);
+HAK_INTERNAL void hak_delete_array_aligned(void *p, size_t align);
+HAK_INTERNAL void hak_delete_aligned_sized(void *p, size_t size, size_t align);
+HAK_INTERNAL void hak_delete_aligned_nothrow(void *p, size_t align, const void *tag);
+HAK_INTERNAL void hak_delete_array_aligned_sized(void *p, size_t size, size_t align);
+HAK_INTERNAL void hak_delete_array_aligned_nothrow(void *p, size_t align, const void *tag);
+
 /* init.c */
 HAK_INTERNAL void hak_process_init(void);
 extern _Atomic int hak_init_state HAK_INTERNAL;   /* 0 none, 1 running, 2 done */

@@ -104,18 +104,12 @@ HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);            /* t
 HAK_INTERNAL void *hak_secure_new_throwing(size_t size, unsigned family);   /* the others */
 HAK_INTERNAL void *hak_new_failed(size_t size, unsigned family);            /* alloc.c: new handler, bad_alloc */
 HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* free */
-HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the C++ deletes */
-HAK_INTERNAL void  hak_delete_array(void *p);
+HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the two base C++ deletes */
 HAK_INTERNAL void  hak_delete_aligned(void *p);
-HAK_INTERNAL void  hak_delete_array_aligned(void *p);
 HAK_INTERNAL void  hak_secure_delete(void *p);             /* theirs, each op known */
 HAK_INTERNAL void  hak_secure_delete_array(void *p);
 HAK_INTERNAL void  hak_secure_delete_aligned(void *p);
 HAK_INTERNAL void  hak_secure_delete_array_aligned(void *p);
-HAK_INTERNAL void  hak_delete_sized(void *p, size_t size);   /* the sized deletes: the size checked */
-HAK_INTERNAL void  hak_delete_array_sized(void *p, size_t size);
-HAK_INTERNAL void  hak_delete_aligned_sized(void *p, size_t size, size_t align);
-HAK_INTERNAL void  hak_delete_array_aligned_sized(void *p, size_t size, size_t align);
 HAK_INTERNAL void  hak_secure_delete_sized(void *p, size_t size);
 HAK_INTERNAL void  hak_secure_delete_array_sized(void *p, size_t size);
 HAK_INTERNAL void  hak_secure_delete_aligned_sized(void *p, size_t size);
