@@ -19,8 +19,18 @@
  * The forms the program replaced are told by relocations: each form's
  * address, as the dynamic linker bound it (or the linker, in a static link:
  * hakmem's operators are weak, exports.h), against hakmem's own. The
- * relocations are done before any code runs, so the first call knows.
+ * relocations are done before any code runs, so the first call knows. One
+ * address differs that is not a replacement: a program built without PIE
+ * that takes an operator's address in its code gets an entry in its own
+ * procedure linkage table to stand for it, and every reference to the name
+ * is bound there. The program's symbol for it is then undefined, which
+ * dladdr1 tells.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
 #include "internal.h"
 #include "exports.h"
 
@@ -61,6 +71,31 @@ static cxx_fn_t *const ours[HAK_CXX_FORMS] = {
   [HAK_CXX_DELETE_ARRAY_ALIGNED] = (cxx_fn_t *)hak_delete_array_aligned,
 };
 
+static const char *const names[HAK_CXX_FORMS] = {
+  [HAK_CXX_NEW] = "_Znwm",
+  [HAK_CXX_NEW_ARRAY] = "_Znam",
+  [HAK_CXX_NEW_ALIGNED] = "_ZnwmSt11align_val_t",
+  [HAK_CXX_NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
+  [HAK_CXX_DELETE] = "_ZdlPv",
+  [HAK_CXX_DELETE_ARRAY] = "_ZdaPv",
+  [HAK_CXX_DELETE_ALIGNED] = "_ZdlPvSt11align_val_t",
+  [HAK_CXX_DELETE_ARRAY_ALIGNED] = "_ZdaPvSt11align_val_t",
+};
+
+/* Whether the program defines `form` itself: bound elsewhere than to
+ * hakmem's, and (where the dynamic linker knows the address: not in a
+ * static program) to a symbol of that name, not to a program's linkage
+ * table entry. (dladdr may take the loader's lock: only on the first call
+ * of a form that calls another.) */
+static bool replaced_by_program(hak_cxx_form_t form) {
+  if (resolved[form] == ours[form]) return false;
+  Dl_info info;
+  const ElfW(Sym) *sym = NULL;
+  if (dladdr1((const void *)resolved[form], &info, (void **)&sym, RTLD_DL_SYMENT) == 0) return true;
+  return sym != NULL && sym->st_shndx != SHN_UNDEF && info.dli_sname != NULL &&
+         strcmp(info.dli_sname, names[form]) == 0;
+}
+
 /* The form each calls, as the runtime defines it (a base form: itself). */
 static const hak_cxx_form_t callee[HAK_CXX_FORMS] = {
   [HAK_CXX_NEW] = HAK_CXX_NEW,
@@ -81,7 +116,7 @@ bool hak_cxx_replaced(hak_cxx_form_t form) {
     /* (Any thread may work it out: each gets the same.) */
     unsigned bits = 0;
     for (unsigned f = 0; f < HAK_CXX_FORMS; f++)
-      if (resolved[f] != ours[f] || (bits >> callee[f] & 1)) bits |= 1u << f;
+      if ((bits >> callee[f] & 1) || replaced_by_program((hak_cxx_form_t)f)) bits |= 1u << f;
     __atomic_store_n(&replaced, bits, __ATOMIC_RELAXED);
     __atomic_store_n(&hak_cxx_state, bits != 0 ? HAK_CXX_SOME_REPLACED : HAK_CXX_ALL_OURS, __ATOMIC_RELEASE);
   }

@@ -3,11 +3,15 @@
 // checks and counts. The C++ runtime defines the other forms as calls of
 // these (new[] of new, a sized, nothrow or array delete of the plain one),
 // so each block the program's new made must come back to its delete, and
-// none other, whichever form the compiler calls (src/cxx.c). Built three
+// none other, whichever form the compiler calls (src/cxx.c). Built four
 // times, by which operators it replaces:
 //   CXX_REPLACE_PLAIN    new(size_t) and delete(void *)
 //   CXX_REPLACE_ARRAY    new[](size_t) and delete[](void *)
 //   CXX_REPLACE_ALIGNED  new(size_t, align_val_t) and delete(void *, align_val_t)
+//   CXX_REPLACE_NONE     none, but built without PIE, it takes the plain new's
+//                        address in its code (which binds the name to an entry
+//                        of its own linkage table): all hakmem's, and new[]'s
+//                        blocks are new[]'s for the secure variant's delete[]
 // and run linked to each variant's shared and static library, and not linked
 // but preloaded (CXX_PRELOADED: it then calls only standard names).
 #include "hak_test.h"
@@ -17,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#if !defined(CXX_REPLACE_PLAIN) && !defined(CXX_REPLACE_ARRAY) && !defined(CXX_REPLACE_ALIGNED)
+#if !defined(CXX_REPLACE_PLAIN) && !defined(CXX_REPLACE_ARRAY) && !defined(CXX_REPLACE_ALIGNED) && \
+    !defined(CXX_REPLACE_NONE)
 #error "say which operators the program replaces"
 #endif
 
@@ -33,7 +38,7 @@ static const size_t REFUSED = (size_t)1 << 40;
 
 static size_t replaced_news, replaced_deletes, live_bytes;
 
-static void *tracked_new(size_t size, size_t align)
+[[maybe_unused]] static void *tracked_new(size_t size, size_t align)
 {
     if (size >= REFUSED) throw std::bad_alloc();
     size_t room = align > sizeof(header) ? align : sizeof(header);
@@ -47,7 +52,7 @@ static void *tracked_new(size_t size, size_t align)
     return h + 1;
 }
 
-static void tracked_delete(void *p, size_t align)
+[[maybe_unused]] static void tracked_delete(void *p, size_t align)
 {
     if (p == nullptr) return;
     header *h = (header *)p - 1;
@@ -65,9 +70,13 @@ void operator delete(void *p) noexcept { tracked_delete(p, 0); }
 #elif defined(CXX_REPLACE_ARRAY)
 void *operator new[](std::size_t size) { return tracked_new(size, 0); }
 void operator delete[](void *p) noexcept { tracked_delete(p, 0); }
-#else
+#elif defined(CXX_REPLACE_ALIGNED)
 void *operator new(std::size_t size, std::align_val_t align) { return tracked_new(size, (size_t)align); }
 void operator delete(void *p, std::align_val_t align) noexcept { tracked_delete(p, (size_t)align); }
+#else
+// (Taken in a function the compiler cannot see through.)
+static void *(*volatile plain_new)(std::size_t);
+__attribute__((noinline)) static void take_address() { plain_new = ::operator new; }
 #endif
 
 // One form's call: n_new more replaced news and deletes, none left live.
@@ -138,7 +147,7 @@ static void derived_forms_call_the_replacements()
         delete[] s;
         c.expect(1, "new[] / delete[] of strings");
     }
-#else
+#elif defined(CXX_REPLACE_ALIGNED)
     {
         counts c;
         over_aligned *o = new over_aligned;   // aligned new; sized aligned delete
@@ -164,6 +173,11 @@ static void derived_forms_call_the_replacements()
         ::operator delete(p, (size_t)100, al);
         c.expect(4, "the named aligned forms");
     }
+#else
+    take_address();
+    void *p = plain_new(100);
+    check_hakmem_block(p, 100);
+    ::operator delete(p);
 #endif
 }
 
@@ -172,7 +186,7 @@ static void derived_forms_call_the_replacements()
 static void other_forms_stay_hakmems()
 {
     counts c;
-#if defined(CXX_REPLACE_PLAIN) || defined(CXX_REPLACE_ARRAY)
+#if !defined(CXX_REPLACE_ALIGNED)
     over_aligned *o = new over_aligned;
     CHECK_ALIGNED(o, 64);
     check_hakmem_block(o, sizeof *o);
@@ -183,13 +197,21 @@ static void other_forms_stay_hakmems()
     check_hakmem_block(p, 1000);
     ::operator delete[](p, (size_t)1000, al);
 #endif
-#if defined(CXX_REPLACE_ARRAY) || defined(CXX_REPLACE_ALIGNED)
+#if !defined(CXX_REPLACE_PLAIN)
     void *s = ::operator new(300);
     check_hakmem_block(s, 300);
     ::operator delete(s);
     void *q = ::operator new(77, std::nothrow);
     check_hakmem_block(q, 77);
     ::operator delete(q, (size_t)77);
+#endif
+#if !defined(CXX_REPLACE_PLAIN) && !defined(CXX_REPLACE_ARRAY)
+    long *a = new long[100];   // new[] / sized delete[]
+    check_hakmem_block(a, 100 * sizeof *a);
+    delete[] a;
+    void *r = ::operator new[](50, std::nothrow);
+    check_hakmem_block(r, 50);
+    ::operator delete[](r, std::nothrow);
 #endif
     c.expect(0, "the forms not replaced");
 }
@@ -213,10 +235,12 @@ static void nothrow_forms_catch_the_replacements_bad_alloc()
     CHECK(thrown);
 #elif defined(CXX_REPLACE_ARRAY)
     CHECK(::operator new[](REFUSED, std::nothrow) == nullptr);
-#else
+#elif defined(CXX_REPLACE_ALIGNED)
     std::align_val_t al{64};
     CHECK(::operator new(REFUSED, al, std::nothrow) == nullptr);
     CHECK(::operator new[](REFUSED, al, std::nothrow) == nullptr);
+#else
+    CHECK(::operator new(REFUSED, std::nothrow) == nullptr);   // hakmem's own refusal
 #endif
     c.expect(0, "refused requests");
 }
