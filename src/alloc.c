@@ -408,8 +408,8 @@ static HAK_NOINLINE void *nothrow_replaced(hak_cxx_form_t callee, const char *sy
     if (runtime == NULL) return hak_cxx_new(callee, size, align);
     __atomic_store_n(&runtime_nothrow[callee], runtime, __ATOMIC_RELEASE);
   }
-  if (callee == HAK_CXX_NEW || callee == HAK_CXX_NEW_ARRAY) return ((hak_new_nothrow_t *)runtime)(size, tag);
-  return ((hak_new_aligned_nothrow_t *)runtime)(size, align, tag);
+  if (hak_cxx_aligned(callee)) return ((hak_new_aligned_nothrow_t *)runtime)(size, align, tag);
+  return ((hak_new_nothrow_t *)runtime)(size, tag);
 }
 
 /* Each form's own allocation: the size, the alignment (HAK_ALIGN: none

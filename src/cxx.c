@@ -49,37 +49,25 @@ extern void _ZdaPv(void *) __attribute__((weak));
 extern void _ZdlPvSt11align_val_t(void *, size_t) __attribute__((weak));
 extern void _ZdaPvSt11align_val_t(void *, size_t) __attribute__((weak));
 
-static cxx_fn_t *const resolved[HAK_CXX_FORMS] = {
-  [HAK_CXX_NEW] = (cxx_fn_t *)_Znwm,
-  [HAK_CXX_NEW_ARRAY] = (cxx_fn_t *)_Znam,
-  [HAK_CXX_NEW_ALIGNED] = (cxx_fn_t *)_ZnwmSt11align_val_t,
-  [HAK_CXX_NEW_ARRAY_ALIGNED] = (cxx_fn_t *)_ZnamSt11align_val_t,
-  [HAK_CXX_DELETE] = (cxx_fn_t *)_ZdlPv,
-  [HAK_CXX_DELETE_ARRAY] = (cxx_fn_t *)_ZdaPv,
-  [HAK_CXX_DELETE_ALIGNED] = (cxx_fn_t *)_ZdlPvSt11align_val_t,
-  [HAK_CXX_DELETE_ARRAY_ALIGNED] = (cxx_fn_t *)_ZdaPvSt11align_val_t,
-};
-
-static cxx_fn_t *const ours[HAK_CXX_FORMS] = {
-  [HAK_CXX_NEW] = (cxx_fn_t *)hak_new,
-  [HAK_CXX_NEW_ARRAY] = (cxx_fn_t *)hak_new_array,
-  [HAK_CXX_NEW_ALIGNED] = (cxx_fn_t *)hak_new_aligned,
-  [HAK_CXX_NEW_ARRAY_ALIGNED] = (cxx_fn_t *)hak_new_array_aligned,
-  [HAK_CXX_DELETE] = (cxx_fn_t *)HAK_DELETE,
-  [HAK_CXX_DELETE_ARRAY] = (cxx_fn_t *)hak_delete_array,
-  [HAK_CXX_DELETE_ALIGNED] = (cxx_fn_t *)HAK_DELETE_ALIGNED,
-  [HAK_CXX_DELETE_ARRAY_ALIGNED] = (cxx_fn_t *)hak_delete_array_aligned,
-};
-
-static const char *const names[HAK_CXX_FORMS] = {
-  [HAK_CXX_NEW] = "_Znwm",
-  [HAK_CXX_NEW_ARRAY] = "_Znam",
-  [HAK_CXX_NEW_ALIGNED] = "_ZnwmSt11align_val_t",
-  [HAK_CXX_NEW_ARRAY_ALIGNED] = "_ZnamSt11align_val_t",
-  [HAK_CXX_DELETE] = "_ZdlPv",
-  [HAK_CXX_DELETE_ARRAY] = "_ZdaPv",
-  [HAK_CXX_DELETE_ALIGNED] = "_ZdlPvSt11align_val_t",
-  [HAK_CXX_DELETE_ARRAY_ALIGNED] = "_ZdaPvSt11align_val_t",
+/* Each form: as the program resolves it, hakmem's own, its name, and the
+ * form it calls, as the runtime defines it (a base form: itself). */
+static const struct {
+  cxx_fn_t *resolved, *ours;
+  const char *name;
+  hak_cxx_form_t callee;
+} forms[HAK_CXX_FORMS] = {
+  [HAK_CXX_NEW] = { (cxx_fn_t *)_Znwm, (cxx_fn_t *)hak_new, "_Znwm", HAK_CXX_NEW },
+  [HAK_CXX_NEW_ARRAY] = { (cxx_fn_t *)_Znam, (cxx_fn_t *)hak_new_array, "_Znam", HAK_CXX_NEW },
+  [HAK_CXX_NEW_ALIGNED] = { (cxx_fn_t *)_ZnwmSt11align_val_t, (cxx_fn_t *)hak_new_aligned, "_ZnwmSt11align_val_t",
+                            HAK_CXX_NEW_ALIGNED },
+  [HAK_CXX_NEW_ARRAY_ALIGNED] = { (cxx_fn_t *)_ZnamSt11align_val_t, (cxx_fn_t *)hak_new_array_aligned,
+                                  "_ZnamSt11align_val_t", HAK_CXX_NEW_ALIGNED },
+  [HAK_CXX_DELETE] = { (cxx_fn_t *)_ZdlPv, (cxx_fn_t *)HAK_DELETE, "_ZdlPv", HAK_CXX_DELETE },
+  [HAK_CXX_DELETE_ARRAY] = { (cxx_fn_t *)_ZdaPv, (cxx_fn_t *)hak_delete_array, "_ZdaPv", HAK_CXX_DELETE },
+  [HAK_CXX_DELETE_ALIGNED] = { (cxx_fn_t *)_ZdlPvSt11align_val_t, (cxx_fn_t *)HAK_DELETE_ALIGNED,
+                               "_ZdlPvSt11align_val_t", HAK_CXX_DELETE_ALIGNED },
+  [HAK_CXX_DELETE_ARRAY_ALIGNED] = { (cxx_fn_t *)_ZdaPvSt11align_val_t, (cxx_fn_t *)hak_delete_array_aligned,
+                                     "_ZdaPvSt11align_val_t", HAK_CXX_DELETE_ALIGNED },
 };
 
 /* Whether the program defines `form` itself: bound elsewhere than to
@@ -88,25 +76,13 @@ static const char *const names[HAK_CXX_FORMS] = {
  * table entry. (dladdr may take the loader's lock: only on the first call
  * of a form that calls another.) */
 static bool replaced_by_program(hak_cxx_form_t form) {
-  if (resolved[form] == ours[form]) return false;
+  if (forms[form].resolved == forms[form].ours) return false;
   Dl_info info;
   const ElfW(Sym) *sym = NULL;
-  if (dladdr1((const void *)resolved[form], &info, (void **)&sym, RTLD_DL_SYMENT) == 0) return true;
+  if (dladdr1((const void *)forms[form].resolved, &info, (void **)&sym, RTLD_DL_SYMENT) == 0) return true;
   return sym != NULL && sym->st_shndx != SHN_UNDEF && info.dli_sname != NULL &&
-         strcmp(info.dli_sname, names[form]) == 0;
+         strcmp(info.dli_sname, forms[form].name) == 0;
 }
-
-/* The form each calls, as the runtime defines it (a base form: itself). */
-static const hak_cxx_form_t callee[HAK_CXX_FORMS] = {
-  [HAK_CXX_NEW] = HAK_CXX_NEW,
-  [HAK_CXX_NEW_ARRAY] = HAK_CXX_NEW,
-  [HAK_CXX_NEW_ALIGNED] = HAK_CXX_NEW_ALIGNED,
-  [HAK_CXX_NEW_ARRAY_ALIGNED] = HAK_CXX_NEW_ALIGNED,
-  [HAK_CXX_DELETE] = HAK_CXX_DELETE,
-  [HAK_CXX_DELETE_ARRAY] = HAK_CXX_DELETE,
-  [HAK_CXX_DELETE_ALIGNED] = HAK_CXX_DELETE_ALIGNED,
-  [HAK_CXX_DELETE_ARRAY_ALIGNED] = HAK_CXX_DELETE_ALIGNED,
-};
 
 uint8_t hak_cxx_state;       /* HAK_CXX_UNKNOWN until the first call that asks */
 static unsigned replaced;    /* bit per form: it, or a form it calls, is the program's */
@@ -116,26 +92,21 @@ bool hak_cxx_replaced(hak_cxx_form_t form) {
     /* (Any thread may work it out: each gets the same.) */
     unsigned bits = 0;
     for (unsigned f = 0; f < HAK_CXX_FORMS; f++)
-      if ((bits >> callee[f] & 1) || replaced_by_program((hak_cxx_form_t)f)) bits |= 1u << f;
+      if ((bits >> forms[f].callee & 1) || replaced_by_program((hak_cxx_form_t)f)) bits |= 1u << f;
     __atomic_store_n(&replaced, bits, __ATOMIC_RELAXED);
     __atomic_store_n(&hak_cxx_state, bits != 0 ? HAK_CXX_SOME_REPLACED : HAK_CXX_ALL_OURS, __ATOMIC_RELEASE);
   }
   return __atomic_load_n(&replaced, __ATOMIC_RELAXED) >> form & 1;
 }
 
-static bool aligned_form(hak_cxx_form_t form) {
-  return form == HAK_CXX_NEW_ALIGNED || form == HAK_CXX_NEW_ARRAY_ALIGNED || form == HAK_CXX_DELETE_ALIGNED ||
-         form == HAK_CXX_DELETE_ARRAY_ALIGNED;
-}
-
 void *hak_cxx_new(hak_cxx_form_t form, size_t size, size_t align) {
-  if (aligned_form(form)) return ((void *(*)(size_t, size_t))resolved[form])(size, align);
-  return ((void *(*)(size_t))resolved[form])(size);
+  if (hak_cxx_aligned(form)) return ((void *(*)(size_t, size_t))forms[form].resolved)(size, align);
+  return ((void *(*)(size_t))forms[form].resolved)(size);
 }
 
 void hak_cxx_delete(hak_cxx_form_t form, void *p, size_t align) {
-  if (aligned_form(form)) ((void (*)(void *, size_t))resolved[form])(p, align);
-  else ((void (*)(void *))resolved[form])(p);
+  if (hak_cxx_aligned(form)) ((void (*)(void *, size_t))forms[form].resolved)(p, align);
+  else ((void (*)(void *))forms[form].resolved)(p);
 }
 
 #else   /* no exported operators: none replaced (and so none of these is called) */

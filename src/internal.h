@@ -1054,10 +1054,15 @@ typedef enum {
   HAK_CXX_DELETE, HAK_CXX_DELETE_ARRAY, HAK_CXX_DELETE_ALIGNED, HAK_CXX_DELETE_ARRAY_ALIGNED,
   HAK_CXX_FORMS
 } hak_cxx_form_t;
+static inline bool hak_cxx_aligned(hak_cxx_form_t form) {   /* an align_val_t form */
+  return form == HAK_CXX_NEW_ALIGNED || form == HAK_CXX_NEW_ARRAY_ALIGNED || form == HAK_CXX_DELETE_ALIGNED ||
+         form == HAK_CXX_DELETE_ARRAY_ALIGNED;
+}
 enum { HAK_CXX_UNKNOWN, HAK_CXX_ALL_OURS, HAK_CXX_SOME_REPLACED };
 extern uint8_t hak_cxx_state HAK_INTERNAL;
 /* Whether the program may have replaced an operator: it did, or that is
- * not known yet. Two instructions, in the forms that call another. */
+ * not known yet. A load, a compare and a branch, in the forms that call
+ * another. */
 static inline bool hak_cxx_maybe_replaced(void) {
   return hak_unlikely(__atomic_load_n(&hak_cxx_state, __ATOMIC_RELAXED) != HAK_CXX_ALL_OURS);
 }
