@@ -485,10 +485,43 @@ static HAK_NOINLINE HAK_NORETURN void size_differs(hak_op_t op, const void *p, s
 static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
                                                                 bool sized, size_t given, size_t *size);
 
+/* A block of `family` that op, a free or delete of another family,
+ * releases, where the program's own operators explain it: its new (of the
+ * kind op deletes) is its own, and took the block from malloc; or its
+ * delete (of the block's kind) is its own, and gives the block to free.
+ * Either is a correct program under glibc, whose new and delete are malloc
+ * and free (cxx.c tells which operators the program replaced). */
+static bool family_explained(hak_op_t op, unsigned family) {
+  static const hak_cxx_form_t new_of_op[] = {
+    [HAK_OP_DELETE] = HAK_CXX_NEW, [HAK_OP_DELETE_ARRAY] = HAK_CXX_NEW_ARRAY,
+    [HAK_OP_DELETE_ALIGNED] = HAK_CXX_NEW_ALIGNED, [HAK_OP_DELETE_ARRAY_ALIGNED] = HAK_CXX_NEW_ARRAY_ALIGNED,
+  };
+  static const hak_cxx_form_t delete_of_family[] = {
+    [HAK_FAMILY_NEW] = HAK_CXX_DELETE, [HAK_FAMILY_NEW_ARRAY] = HAK_CXX_DELETE_ARRAY,
+    [HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED] = HAK_CXX_DELETE_ALIGNED,
+    [HAK_FAMILY_NEW_ARRAY | HAK_FAMILY_ALIGNED] = HAK_CXX_DELETE_ARRAY_ALIGNED,
+  };
+  if (family == HAK_FAMILY_MALLOC) return op_family(op) != HAK_FAMILY_MALLOC && hak_cxx_replaced(new_of_op[op]);
+  return op == HAK_OP_FREE && family_names[family] != NULL && hak_cxx_replaced(delete_of_family[family]);
+}
+
+/* Block p released as its own family's free or delete does. */
+static void release_as_family(void *p, unsigned family) {
+  switch (family) {
+    case HAK_FAMILY_MALLOC: hak_secure_free_plain(p); break;
+    case HAK_FAMILY_NEW: hak_secure_delete(p); break;
+    case HAK_FAMILY_NEW_ARRAY: hak_secure_delete_array(p); break;
+    case HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED: hak_secure_delete_aligned(p); break;
+    default: hak_secure_delete_array_aligned(p); break;
+  }
+}
+
 /* canary_intact found something wrong with p's canary: what, reported.
- * Never returns. (Out of line, from p and its block alone: the checks keep
+ * Returns only for a free or delete whose family mismatch the program's
+ * own operators explain (family_explained): the block is then released as
+ * its family's. (Out of line, from p and its block alone: the checks keep
  * nothing for it in registers. And noipa, so that the compiler does not
- * learn that it never returns: the free fast path then jumps to it, where
+ * learn that it rarely returns: the free fast path then jumps to it, where
  * a call would need the stack aligned, so a frame on every free.) */
 static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable) {
   size_t size;
@@ -496,7 +529,11 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
   uint32_t word = (uint32_t)decoded, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
-  if (!family_fits(op, family)) family_differs(op, p, family);
+  if (!family_fits(op, family)) {
+    if (!family_explained(op, family)) family_differs(op, p, family);
+    release_as_family((void *)p, family);
+    return;
+  }
   pattern_differs(op, p, usable - HAK_CANARY_SIZE - slack, slack);
 }
 
@@ -535,12 +572,15 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
   return hak_likely(all_set(((bytes16_t)words == (bytes16_t)canary_words) | skip));
 }
 
-/* The requested size of live block p (as canary_intact), or the report. */
+/* The requested size of live block p (as canary_intact), or the report;
+ * or RELEASED: a free or delete's block released as its family's instead
+ * (canary_failed). */
+#define RELEASED SIZE_MAX
 static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
   size_t size;
   if (hak_unlikely(!canary_intact(ks, op, p, usable, false, 0, &size))) {
     canary_failed(op, p, usable);
-    __builtin_unreachable();
+    return RELEASED;
   }
   return size;
 }
@@ -558,7 +598,7 @@ static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintp
 static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL; }
 
 /* The live block p is (exactly, see hak_block_find; not in quarantine),
- * its canary checked: its requested size. */
+ * its canary checked: its requested size (or RELEASED, canary_check). */
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   /* The start of a carved block of a page that is not free: as
    * hak_block_find would find it, without its search, as free.c's
@@ -849,6 +889,7 @@ static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
   if (p == NULL) return;
   hak_block_ref_t ref;
   size_t size = live_block(op, p, &ref);
+  if (size == RELEASED) return;
   if (sized && given != size) size_differs(op, p, size);
   hak_heap_t *heap = hak_heap_get();
   bool borrowed = heap == &hak_heap_empty;   /* a thread that only frees, or past its heap's exit */
