@@ -501,4 +501,4 @@ NEW_FORM(hak_new_array_aligned_nothrow, (size_t size, size_t align, const void *
          new_aligned_nothrow_or_retry(size, align, FAMILY_NEW_ARRAY_ALIGNED, NEW_ARRAY_ALIGNED_NOTHROW, tag))
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_ALLOC)
-HAK_DEFINE_CXX_EXPORTS(HAK_EXPORTS_NEW)
+HAK_DEFINE_WEAK_EXPORTS(HAK_EXPORTS_NEW)

@@ -79,6 +79,11 @@
   X(void, _ZdlPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_delete_aligned_nothrow) \
   X(void, _ZdaPvSt11align_val_tRKSt9nothrow_t, (void *, size_t, const void *), hak_delete_array_aligned_nothrow)
 
+/* glibc's registration of fork handlers, which pthread_atfork calls:
+ * hakmem's handlers must be registered before any other (init.c). */
+#define HAK_EXPORTS_INIT(X)                                                         \
+  X(int, __register_atfork, (void (*)(void), void (*)(void), void (*)(void), void *), hak_register_atfork)
+
 #define HAK_EXPORTS_PURGE(X)                                                         \
   X(int, malloc_trim, (size_t), hak_malloc_trim)
 
@@ -93,8 +98,9 @@
   ret name params __attribute__((alias(#target), visibility("default"), weak));
 /* The C++ operators are weak: a program linked to libhakmem.a that
  * replaces one then has its own, as the C++ standard lets it (cxx.c), where
- * a second definition would stop the link. (Which definition the dynamic
- * linker takes does not depend on it.) */
+ * a second definition would stop the link. So is __register_atfork: a
+ * static program that links glibc's (with fork) has that one. (Which
+ * definition the dynamic linker takes does not depend on it.) */
 #define HAK_EXPORT_WEAK_ALIAS(ret, name, params, target) HAK_EXPORT_ALIAS_(ret, name, params, target, weak)
 /* Each group also names hak_malloc and hak_free (alloc.c, free.c): linked
  * from libhakmem.a, a program that names one standard function (free
@@ -104,11 +110,11 @@
 #define HAK_DEFINE_EXPORTS(group) \
   _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_ALIAS) \
   __attribute__((used)) static void *const hak_exports_need_##group[] = { (void *)hak_malloc, (void *)hak_free };
-#define HAK_DEFINE_CXX_EXPORTS(group) \
+#define HAK_DEFINE_WEAK_EXPORTS(group) \
   _Pragma("GCC diagnostic ignored \"-Wattribute-alias\"") group(HAK_EXPORT_WEAK_ALIAS)
 #else
 #define HAK_DEFINE_EXPORTS(group)
-#define HAK_DEFINE_CXX_EXPORTS(group)
+#define HAK_DEFINE_WEAK_EXPORTS(group)
 #endif
 
 #endif

@@ -702,4 +702,4 @@ void hak_free_aligned_sized(void *p, size_t align, size_t size) {
 }
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_FREE)
-HAK_DEFINE_CXX_EXPORTS(HAK_EXPORTS_DELETE)
+HAK_DEFINE_WEAK_EXPORTS(HAK_EXPORTS_DELETE)

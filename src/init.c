@@ -1,13 +1,16 @@
 /* Process start-up, fork and exit.
  *
  * Initialisation runs on the first allocation (which may come from another
- * library's constructor, before ours) or from our constructor, whichever is
- * first. Its core steps call nothing that allocates; the registrations that
+ * library's constructor, before ours), the first registration of a fork
+ * handler (below), or our constructor, whichever is first. Its core steps call nothing that allocates; the registrations that
  * might (pthread key, atfork handlers) come after the allocator is ready, so
  * a malloc they make is served normally instead of recursing. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <sched.h>
 #include <sys/auxv.h>
 #include "internal.h"
+#include "exports.h"
 
 _Atomic int hak_init_state;
 
@@ -86,6 +89,57 @@ static void fork_child(void) {
 #endif
 }
 
+/* The order of the handlers. glibc runs the prepare handlers in the
+ * reverse order of their registration, the parent and child ones in that
+ * order. hakmem's must run after every other prepare handler: one may take
+ * a lock that its library's threads hold while they allocate, and wait for
+ * it while our prepare handler holds the allocator's locks, which those
+ * threads wait for. And before every other parent and child handler, which
+ * may allocate. So ours must be registered first, though a library's
+ * constructor may register its own before hakmem starts (before the first
+ * allocation: the program's own libraries, when hakmem is preloaded).
+ * pthread_atfork is a stub glibc links into each object that calls it,
+ * which calls __register_atfork: hakmem defines that name too (exports.h),
+ * so the first registration of any library starts hakmem, whose handlers go
+ * to glibc's __register_atfork first. (glibc's own malloc takes its locks
+ * in fork itself, after every handler.) */
+typedef int register_atfork_fn(void (*)(void), void (*)(void), void (*)(void), void *);
+#define REGISTER_UNKNOWN ((register_atfork_fn *)1)   /* not looked up yet */
+static _Atomic(register_atfork_fn *) next_register_atfork = REGISTER_UNKNOWN;
+static _Atomic bool fork_handlers_registered;
+
+/* From hak_process_init, once, after "ready" (a lookup may allocate). */
+static void fork_handlers_register(void) {
+  int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  atomic_store_explicit(&fork_handlers_registered, true, memory_order_release);
+  /* Without the handlers, a child forked while another thread holds an
+   * allocator lock inherits it held: the child may deadlock. Nothing else
+   * changes; say so once. */
+  if (err != 0)
+    hak_message("hakmem: warning: pthread_atfork failed (error %d): a child forked while other threads "
+                "allocate may deadlock\n", err);
+}
+
+/* __register_atfork: hakmem's registration goes on to glibc's at once;
+ * another's after hakmem's. With no such function after hakmem's (a
+ * static program that links no fork, so not glibc's either; another C
+ * library's pthread_atfork does not come here), no fork runs handlers:
+ * nothing to do. */
+__attribute__((unused)) static int hak_register_atfork(void (*prepare)(void), void (*parent)(void),
+                                                       void (*child)(void), void *dso) {
+  if (prepare != fork_prepare) {
+    hak_process_init();
+    while (!atomic_load_explicit(&fork_handlers_registered, memory_order_acquire))
+      sched_yield();   /* (another thread is starting hakmem) */
+  }
+  register_atfork_fn *next = atomic_load_explicit(&next_register_atfork, memory_order_acquire);
+  if (next == REGISTER_UNKNOWN) {
+    next = (register_atfork_fn *)dlsym(RTLD_NEXT, "__register_atfork");
+    atomic_store_explicit(&next_register_atfork, next, memory_order_release);
+  }
+  return next != NULL ? next(prepare, parent, child, dso) : 0;
+}
+
 void hak_process_init(void) {
   if (hak_likely(atomic_load_explicit(&hak_init_state, memory_order_acquire) == 2)) return;
   int expected = 0;
@@ -113,14 +167,7 @@ void hak_process_init(void) {
 #endif
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
   hak_purger_init();   /* after "ready": its pthread_setspecific may allocate */
-
-  /* Without the handlers, a child forked while another thread holds an
-   * allocator lock inherits it held: the child may deadlock. Nothing else
-   * changes; say so once. */
-  int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
-  if (err != 0)
-    hak_message("hakmem: warning: pthread_atfork failed (error %d): a child forked while other threads "
-                "allocate may deadlock\n", err);
+  fork_handlers_register();
   hak_verbose("hakmem: ready (%u arenas, purge delay %ld ms)\n",
               hak_arena_count(), hak_option(HAK_OPT_PURGE_DELAY));
 }
@@ -133,3 +180,5 @@ __attribute__((destructor)) static void hak_done_on_exit(void) {
 }
 
 int hak_version(void) { return HAKMEM_VERSION; }
+
+HAK_DEFINE_WEAK_EXPORTS(HAK_EXPORTS_INIT)
