@@ -505,25 +505,29 @@ static bool family_explained(hak_op_t op, unsigned family) {
   return op == HAK_OP_FREE && family_names[family] != NULL && hak_cxx_replaced(delete_of_family[family]);
 }
 
-/* Block p released as its own family's free or delete does. */
-static void release_as_family(void *p, unsigned family) {
+/* Block p released as its own family's free or delete does, with the
+ * size given if `sized` (checked as that form checks it). */
+static void release_as_family(void *p, unsigned family, bool sized, size_t given) {
   switch (family) {
-    case HAK_FAMILY_MALLOC: hak_secure_free_plain(p); break;
-    case HAK_FAMILY_NEW: hak_secure_delete(p); break;
-    case HAK_FAMILY_NEW_ARRAY: hak_secure_delete_array(p); break;
-    case HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED: hak_secure_delete_aligned(p); break;
-    default: hak_secure_delete_array_aligned(p); break;
+    case HAK_FAMILY_MALLOC: sized ? hak_secure_free_sized(p, given) : hak_secure_free_plain(p); break;
+    case HAK_FAMILY_NEW: sized ? hak_secure_delete_sized(p, given) : hak_secure_delete(p); break;
+    case HAK_FAMILY_NEW_ARRAY: sized ? hak_secure_delete_array_sized(p, given) : hak_secure_delete_array(p); break;
+    case HAK_FAMILY_NEW | HAK_FAMILY_ALIGNED:
+      sized ? hak_secure_delete_aligned_sized(p, given) : hak_secure_delete_aligned(p);
+      break;
+    default: sized ? hak_secure_delete_array_aligned_sized(p, given) : hak_secure_delete_array_aligned(p); break;
   }
 }
 
 /* canary_intact found something wrong with p's canary: what, reported.
  * Returns only for a free or delete whose family mismatch the program's
  * own operators explain (family_explained): the block is then released as
- * its family's. (Out of line, from p and its block alone: the checks keep
+ * its family's, with the size `given` if `sized`. (Out of line, from p and its block alone: the checks keep
  * nothing for it in registers. And noipa, so that the compiler does not
  * learn that it rarely returns: the free fast path then jumps to it, where
  * a call would need the stack aligned, so a frame on every free.) */
-static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable) {
+static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable, bool sized,
+                                                  size_t given) {
   size_t size;
   if (canary_intact(keys(), op, p, usable, false, 0, &size)) size_differs(op, p, size);   /* whole: the size was wrong */
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
@@ -531,7 +535,7 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
   if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
   if (!family_fits(op, family)) {
     if (!family_explained(op, family)) family_differs(op, p, family);
-    release_as_family((void *)p, family);
+    release_as_family((void *)p, family, sized, given);
     return;
   }
   pattern_differs(op, p, usable - HAK_CANARY_SIZE - slack, slack);
@@ -576,10 +580,11 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
  * or RELEASED: a free or delete's block released as its family's instead
  * (canary_failed). */
 #define RELEASED SIZE_MAX
-static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable) {
+static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable,
+                                                                 bool sized, size_t given) {
   size_t size;
   if (hak_unlikely(!canary_intact(ks, op, p, usable, false, 0, &size))) {
-    canary_failed(op, p, usable);
+    canary_failed(op, p, usable, sized, given);
     return RELEASED;
   }
   return size;
@@ -598,8 +603,9 @@ static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintp
 static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL; }
 
 /* The live block p is (exactly, see hak_block_find; not in quarantine),
- * its canary checked: its requested size (or RELEASED, canary_check). */
-static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
+ * its canary checked: its requested size (or RELEASED, canary_check: then
+ * released with the size `given` if `sized`). */
+static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref, bool sized, size_t given) {
   /* The start of a carved block of a page that is not free: as
    * hak_block_find would find it, without its search, as free.c's
    * free_in_slice checks it. */
@@ -615,7 +621,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   keys_t ks = keys();
   if (quarantinable(ref) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
     hak_report_freed(op, p, "it is in quarantine");
-  return canary_check(ks, op, p, ref->usable);
+  return canary_check(ks, op, p, ref->usable, sized, given);
 }
 
 /* The fill, as four copies of one two-word vector (the freed word, the tag).
@@ -832,7 +838,7 @@ static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_
                                                             size_t usable, bool sized, size_t given) {
   size_t size;
   if (hak_unlikely(!canary_intact(ks, op, p, usable, sized, given, &size))) {
-    canary_failed(op, p, usable);
+    canary_failed(op, p, usable, sized, given);
     return;
   }
   quarantine_put(ks, heap, p, usable);
@@ -888,7 +894,7 @@ void hak_secure_free_sized(void *p, size_t size) { secure_free(p, HAK_OP_FREE, t
 static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
   if (p == NULL) return;
   hak_block_ref_t ref;
-  size_t size = live_block(op, p, &ref);
+  size_t size = live_block(op, p, &ref, sized, given);
   if (size == RELEASED) return;
   if (sized && given != size) size_differs(op, p, size);
   hak_heap_t *heap = hak_heap_get();
@@ -906,7 +912,7 @@ static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
 size_t hak_secure_usable_size(const void *p) {
   if (p == NULL) return 0;
   hak_block_ref_t ref;
-  return live_block(HAK_OP_USABLE_SIZE, p, &ref);
+  return live_block(HAK_OP_USABLE_SIZE, p, &ref, false, 0);
 }
 
 /* Whether block `ref` (`usable` bytes) can take a request of `need` bytes
@@ -929,7 +935,7 @@ void *hak_secure_realloc(void *p, size_t size) {
   if (p == NULL) return hak_secure_malloc(size);
   if (size == 0) { secure_free(p, HAK_OP_REALLOC, false, 0); return NULL; }
   hak_block_ref_t ref;
-  size_t old = live_block(HAK_OP_REALLOC, p, &ref), usable = ref.usable;
+  size_t old = live_block(HAK_OP_REALLOC, p, &ref, false, 0), usable = ref.usable;
   size_t need = hak_secure_request(size);
   if (fits_in_place(&ref, need, usable)) return hak_secure_handout(p, size);
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */

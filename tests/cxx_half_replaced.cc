@@ -86,11 +86,27 @@ static void aligned_new_then_free()
 }
 #endif
 
+#if defined(HAK_TEST_SECURE) && defined(CXX_REPLACE_NEW)
+// A sized delete of the replacement's malloc block that gives another size
+// (a delete through a base class without a virtual destructor): the size
+// the replacement asked malloc for is known, so it is checked still.
+static void sized_delete_wrong_size()
+{
+    void *p = ::operator new(32);
+    hak_announce(p);
+    ::operator delete(p, (size_t)1032);
+}
+#endif
+
 static void unexplained_mismatch_stopped()
 {
 #ifdef HAK_TEST_SECURE
     hak_child_report r = hak_run_in_child(aligned_new_then_free);
     hak_check_misuse_report(&r, "allocated by new (align_val_t) (alloc-dealloc mismatch)");
+#ifdef CXX_REPLACE_NEW
+    r = hak_run_in_child(sized_delete_wrong_size);
+    hak_check_misuse_report(&r, "with a size other than the 32 bytes");
+#endif
 #endif
 }
 
