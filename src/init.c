@@ -129,8 +129,11 @@ __attribute__((unused)) static int hak_register_atfork(void (*prepare)(void), vo
                                                        void (*child)(void), void *dso) {
   if (prepare != fork_prepare) {
     hak_process_init();
-    while (!atomic_load_explicit(&fork_handlers_registered, memory_order_acquire))
-      sched_yield();   /* (another thread is starting hakmem) */
+    /* (Another thread is starting hakmem. Rarely so: another object's
+     * registration comes here only where hakmem precedes the C library,
+     * preloaded or linked, and hakmem then starts before a second thread,
+     * whose creation allocates.) */
+    while (!atomic_load_explicit(&fork_handlers_registered, memory_order_acquire)) sched_yield();
   }
   register_atfork_fn *next = atomic_load_explicit(&next_register_atfork, memory_order_acquire);
   if (next == REGISTER_UNKNOWN) {
