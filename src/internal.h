@@ -625,12 +625,15 @@ typedef struct hak_arena_s {
 /* ---------------------------------------------------------------- heaps */
 
 #if HAKMEM_SECURE
-/* Freed blocks waiting to be reused, oldest first (secure.c). */
+/* Freed blocks waiting to be reused, oldest first: a ring of them
+ * (secure.c; a heap has one for small blocks, one for larger ones). */
 #define HAK_QUARANTINE_SLOTS 64
+#define HAK_QUARANTINE_RINGS 2
 typedef struct hak_quarantine_s {
   void *p[HAK_QUARANTINE_SLOTS];         /* (two arrays, not one of pairs: a slot's fields are then */
   size_t usable[HAK_QUARANTINE_SLOTS];   /* read without scaling its index by hand) */
-  size_t head, count, bytes;
+  size_t head, count;
+  size_t bytes;                          /* the larger blocks' ring only: their usable bytes */
 } hak_quarantine_t;
 #endif
 
@@ -743,7 +746,7 @@ typedef struct hak_heap_s {
   uint64_t paged_bins[(HAK_BINS + 63) / 64];  /* classes this heap has made a page for (heap.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
-  hak_quarantine_t quarantine;
+  hak_quarantine_t quarantine[HAK_QUARANTINE_RINGS];   /* by secure.c's ring_of */
 #endif
 } hak_heap_t;
 

@@ -592,8 +592,16 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
 
 /* ------------------------------------------------------------ quarantine */
 
-#define QUARANTINE_BYTES (4u << 20)   /* per thread; a larger block is freed at once */
+#define QUARANTINE_BYTES (4u << 20)   /* per thread, in the larger blocks' ring; a larger block is freed at once */
 #define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
+
+/* The ring a block of `usable` bytes waits in. Small blocks have one of
+ * their own, bounded by its slots alone (64 blocks of at most 8 KiB): the
+ * free fast path then keeps no count of bytes, and frees of large blocks,
+ * which take the other ring over its bytes, do not push small blocks out
+ * after a few frees. */
+enum { RING_SMALL, RING_LARGE };
+static inline unsigned ring_of(size_t usable) { return usable <= HAK_SMALL_MAX ? RING_SMALL : RING_LARGE; }
 
 static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
 
@@ -675,36 +683,39 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
   hak_free_released(p, heap);   /* (which replaces the quarantine tag) */
 }
 
-/* The oldest block out of a quarantine that has one: *p, its usable size. */
-static size_t quarantine_take(hak_quarantine_t *q, void **p) {
+/* The oldest block out of a ring that has one: *p, its usable size. */
+static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
   *p = q->p[q->head];
   size_t usable = q->usable[q->head];
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
-  q->bytes -= usable;
+  if (ring == RING_LARGE) q->bytes -= usable;
   return usable;
 }
 
-static void quarantine_evict(hak_heap_t *heap) {
+static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   void *p;
-  size_t usable = quarantine_take(&heap->quarantine, &p);
+  size_t usable = quarantine_take(&heap->quarantine[ring], ring, &p);
   quarantine_release(keys(), heap, p, usable);
 }
 
 static void quarantine_flush(hak_heap_t *heap) {
-  while (heap->quarantine.count > 0) quarantine_evict(heap);
+  for (unsigned ring = 0; ring < HAK_QUARANTINE_RINGS; ring++)
+    while (heap->quarantine[ring].count > 0) quarantine_evict(heap, ring);
 }
 
-/* p (filled and tagged already) after the newest block of heap's
- * quarantine, the oldest ones leaving first to make room. */
+/* p (filled and tagged already) after the newest block of its ring in
+ * heap's quarantine, the oldest ones leaving first to make room. */
 static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
-  hak_quarantine_t *q = &heap->quarantine;
-  while (q->count > 0 && (q->count == HAK_QUARANTINE_SLOTS || q->bytes + usable > QUARANTINE_BYTES))
-    quarantine_evict(heap);
+  unsigned ring = ring_of(usable);
+  hak_quarantine_t *q = &heap->quarantine[ring];
+  while (q->count > 0 &&
+         (q->count == HAK_QUARANTINE_SLOTS || (ring == RING_LARGE && q->bytes + usable > QUARANTINE_BYTES)))
+    quarantine_evict(heap, ring);
   q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
   q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
   q->count++;
-  q->bytes += usable;
+  if (ring == RING_LARGE) q->bytes += usable;
 }
 
 /* Thread exit: the blocks of the thread's quarantine go on waiting, oldest
@@ -715,21 +726,24 @@ static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
  * blocks are live there, the pages go to the reclaim queues until the
  * blocks leave.) */
 void hak_quarantine_hand_over(hak_heap_t *heap) {
-  hak_quarantine_t *q = &heap->quarantine;
-  if (q->count == 0) return;
+  if (heap->quarantine[RING_SMALL].count == 0 && heap->quarantine[RING_LARGE].count == 0) return;
   hak_heap_t *shared = hak_heap_shared();
-  while (q->count > 0) {
-    void *p;
-    size_t usable = quarantine_take(q, &p);
-    quarantine_append(shared, p, usable);
+  for (unsigned ring = 0; ring < HAK_QUARANTINE_RINGS; ring++) {
+    hak_quarantine_t *q = &heap->quarantine[ring];
+    while (q->count > 0) {
+      void *p;
+      size_t usable = quarantine_take(q, ring, &p);
+      quarantine_append(shared, p, usable);
+    }
   }
   hak_heap_release(shared);
 }
 
-static HAK_NOINLINE void quarantine_put_borrowed(void *p, size_t usable);
+static void quarantine_put_borrowed(void *p, size_t usable);
 
-/* Into quarantine, which is not full, or p would take it over its bytes;
- * or the heap is the empty one (whose quarantine stays empty). */
+/* Into quarantine, filled already: its ring is not full, or p is larger
+ * than a small block; or the heap is the empty one (whose quarantine
+ * stays empty). */
 static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t usable) {
   if (hak_unlikely(heap == &hak_heap_empty)) {
     quarantine_put_borrowed(p, usable);
@@ -738,22 +752,29 @@ static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t u
   quarantine_append(heap, p, usable);
 }
 
-/* Into quarantine. Usually it is full and p takes the oldest block's slot,
- * which leaves. */
-static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
-  hak_quarantine_t *q = &heap->quarantine;
+/* A block of a small class into quarantine. Usually its ring is full and
+ * p takes the oldest block's slot, which leaves. */
+static inline __attribute__((always_inline)) void quarantine_put_small(keys_t ks, hak_heap_t *heap, void *p,
+                                                                      size_t usable) {
+  hak_assert(ring_of(usable) == RING_SMALL);
+  hak_quarantine_t *q = &heap->quarantine[RING_SMALL];
   quarantine_fill(ks, p, usable);
   size_t head = q->head;
-  void *old = q->p[head];
-  size_t old_usable = q->usable[head];
-  if (hak_likely(q->count == HAK_QUARANTINE_SLOTS && q->bytes - old_usable + usable <= QUARANTINE_BYTES)) {
+  if (hak_likely(q->count == HAK_QUARANTINE_SLOTS)) {
+    void *old = q->p[head];
+    size_t old_usable = q->usable[head];
     q->p[head] = p;
     q->usable[head] = usable;
     q->head = (head + 1) % HAK_QUARANTINE_SLOTS;
-    q->bytes += usable - old_usable;
     quarantine_release(ks, heap, old, old_usable);
     return;
   }
+  quarantine_put_slow(heap, p, usable);
+}
+
+/* Any block into quarantine (at most QUARANTINE_BYTES). */
+static void quarantine_put(hak_heap_t *heap, void *p, size_t usable) {
+  quarantine_fill(keys(), p, usable);
   quarantine_put_slow(heap, p, usable);
 }
 
@@ -767,7 +788,7 @@ static void quarantine_put_borrowed(void *p, size_t usable) {
     hak_free_generic(p, &hak_heap_empty);
     return;
   }
-  quarantine_put(keys(), heap, p, usable);
+  quarantine_append(heap, p, usable);
   hak_heap_release(heap);
 }
 
@@ -833,15 +854,17 @@ static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
 }
 
 /* A live block of a page, `usable` bytes: its canary (and the size given,
- * if sized) checked, into quarantine. */
+ * if sized) checked, into quarantine. `small`: the page is a small class's
+ * (one slice: the fast path's). */
 static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_t *heap, hak_op_t op, void *p,
-                                                            size_t usable, bool sized, size_t given) {
+                                                            size_t usable, bool sized, size_t given, bool small) {
   size_t size;
   if (hak_unlikely(!canary_intact(ks, op, p, usable, sized, given, &size))) {
     canary_failed(op, p, usable, sized, given);
     return;
   }
-  quarantine_put(ks, heap, p, usable);
+  if (small) quarantine_put_small(ks, heap, p, usable);
+  else quarantine_put(heap, p, usable);
 }
 
 /* A free the fast path's check does not take, of a pointer into a mapped
@@ -853,7 +876,7 @@ static HAK_NOINLINE void secure_free_in_segment(void *p, hak_op_t op, bool sized
   hak_page_t *page = slice->page;
   keys_t ks = keys_chosen(true);
   if (hak_page_block_starts(page, p) && not_freed(ks, p, page))
-    free_live(ks, hak_heap_get(), op, p, page->block_size, sized, given);
+    free_live(ks, hak_heap_get(), op, p, page->block_size, sized, given, false);
   else secure_free_slow(p, op, sized, given);
 }
 
@@ -870,7 +893,7 @@ static inline __attribute__((always_inline)) void secure_free(void *p, hak_op_t 
     hak_heap_t *heap = hak_heap_get();
     keys_t ks = keys_chosen(true);
     if (hak_likely(hak_block_check_shared(slice, p) && not_freed(ks, p, page)))
-      free_live(ks, heap, op, p, page->remote_block_size, sized, given);
+      free_live(ks, heap, op, p, page->remote_block_size, sized, given, true);
     else secure_free_in_segment(p, op, sized, given);
     return;
   }
@@ -904,7 +927,7 @@ static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
     hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
   } else {
-    quarantine_put(keys(), heap, p, ref.usable);
+    quarantine_put(heap, p, ref.usable);
   }
   if (borrowed && heap != NULL) hak_heap_release(heap);
 }

@@ -14,7 +14,8 @@
  *                     masked with a keyed hash), plus up to 16 pattern
  *                     bytes right after the request: checked on free,
  *                     realloc and malloc_usable_size
- *   quarantine        freed blocks wait in a per-thread FIFO before they
+ *   quarantine        freed blocks wait in a per-thread FIFO (one for
+ *                     small blocks, one for larger ones) before they
  *                     are reused, their first 64 bytes filled with a
  *                     pattern that is checked when they leave it
  *   guard page        the last OS page of a segment's metadata is

@@ -122,7 +122,7 @@ static void use_after_free_write_of(size_t size)
     free(p);
     hak_announce(p);
     ((char *)hak_opaque_ptr(p))[0] = 'x';
-    for (int i = 0; i < 100; i++) free(malloc(16));   /* whatever holds p lets it go */
+    for (int i = 0; i < 100; i++) free(malloc(size));   /* whatever holds blocks of its size lets p go */
 }
 
 /* A block freed by a thread that then exits, written after. */
@@ -151,6 +151,21 @@ static void use_after_free_write_after_exit(void)
     pthread_join(hak_thread_start(exit_with_a_full_quarantine, NULL), NULL);
 }
 
+/* A small block written after its free, after two large blocks were freed:
+ * they do not push it out of quarantine before the write (they wait in a
+ * ring of their own, bounded in bytes; a shared bound let them). */
+static void use_after_free_write_after_large_frees(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(SMALL);
+    CHECK(p != NULL);
+    free(p);
+    for (int i = 0; i < 2; i++) free(malloc(LARGE));
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[16] = 'x';
+    for (int i = 0; i < 100; i++) free(malloc(SMALL));   /* p leaves quarantine */
+}
+
 static void use_after_free_write_small(void) { use_after_free_write_of(SMALL); }
 static void use_after_free_write_medium(void) { use_after_free_write_of(MEDIUM); }
 static void use_after_free_write_large(void) { use_after_free_write_of(LARGE); }
@@ -176,17 +191,17 @@ static void double_free_after_a_write_medium(void)
 {
     enum { SIZE = 10000 };
     hak_thread_own_heap();
-    void *keep[8], *small[128];
+    void *keep[8], *others[128];
     for (int i = 0; i < 8; i++) CHECK((keep[i] = malloc(SIZE)) != NULL);   /* its page stays in use */
-    for (int i = 0; i < 128; i++) CHECK((small[i] = malloc(48)) != NULL);
+    for (int i = 0; i < 128; i++) CHECK((others[i] = malloc(2 * SIZE)) != NULL);   /* (another class: another page) */
     long *x = malloc(SIZE);
     CHECK(x != NULL);
     hak_announce(x);
     free(x);
-    for (int i = 0; i < 64; i++) free(small[i]);   /* x leaves quarantine */
+    for (int i = 0; i < 64; i++) free(others[i]);   /* x leaves quarantine */
     ((volatile long *)hak_opaque_ptr(x))[1] = 0;
     free(hak_opaque_ptr(x));
-    for (int i = 64; i < 128; i++) free(small[i]);   /* and leaves it again */
+    for (int i = 64; i < 128; i++) free(others[i]);   /* and leaves it again */
     char *a = malloc(SIZE), *b = malloc(SIZE);   /* (the default variant: x both times, unseen) */
     CHECK(a != NULL && b != NULL);
     for (int i = 0; i < 8; i++) free(keep[i]);
@@ -417,6 +432,8 @@ static const struct misuse {
     { "use-after-free write, medium", use_after_free_write_medium, SECURE, "use-after-free write", 0 },
     { "use-after-free write, large", use_after_free_write_large, SECURE, "use-after-free write", 0 },
     { "use-after-free write, after the freeing thread exited", use_after_free_write_after_exit, SECURE,
+      "use-after-free write", 0 },
+    { "use-after-free write, small, after two large frees", use_after_free_write_after_large_frees, SECURE,
       "use-after-free write", 0 },
     { "double free, small", double_free_small, DEFAULT | SECURE, "double free", 0 },
     { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free", 0 },
