@@ -12,10 +12,7 @@
 // family_explained).
 #include "hak_test.h"
 
-#include <map>
 #include <new>
-#include <string>
-#include <vector>
 
 #if defined(CXX_REPLACE_NEW) == defined(CXX_REPLACE_DELETE)
 #error "say which operator the program replaces"
@@ -62,16 +59,7 @@ static void mixed_pairs_run()
         memset(p, 0x5d, size);
         ::operator delete(p, std::nothrow);
     }
-    {
-        std::map<int, std::string> m;
-        std::vector<std::vector<int>> v;
-        for (int i = 0; i < 2000; i++) {
-            m[i] = std::string((size_t)(i % 300), 'z');
-            v.emplace_back((size_t)(i % 50), i);
-            if (i % 3 == 0) m.erase(i / 2);
-        }
-        CHECK(m.size() > 1000 && v.size() == 2000);
-    }
+    hak_exercise_containers();
     CHECKF(replaced_calls - before >= 16, "the replacement was called %zu times", replaced_calls - before);
 }
 

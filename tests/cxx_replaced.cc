@@ -16,10 +16,7 @@
 // but preloaded (CXX_PRELOADED: it then calls only standard names).
 #include "hak_test.h"
 
-#include <map>
 #include <new>
-#include <string>
-#include <vector>
 
 #if !defined(CXX_REPLACE_PLAIN) && !defined(CXX_REPLACE_ARRAY) && !defined(CXX_REPLACE_ALIGNED) && \
     !defined(CXX_REPLACE_NONE)
@@ -250,16 +247,7 @@ static void nothrow_forms_catch_the_replacements_bad_alloc()
 static void containers_balance()
 {
     counts c;
-    {
-        std::map<int, std::string> m;
-        std::vector<std::vector<int>> v;
-        for (int i = 0; i < 2000; i++) {
-            m[i] = std::string((size_t)(i % 300), 'z');
-            v.emplace_back((size_t)(i % 50), i);
-            if (i % 3 == 0) m.erase(i / 2);
-        }
-        CHECK(m.size() > 1000 && v.size() == 2000);
-    }
+    hak_exercise_containers();
     CHECKF(live_bytes == 0, "containers: %zu bytes live", live_bytes);
     CHECKF(replaced_news - c.news == replaced_deletes - c.deletes, "containers: %zu news, %zu deletes",
            replaced_news - c.news, replaced_deletes - c.deletes);

@@ -672,4 +672,53 @@ static inline void hak_check_misuse_report(const hak_child_report *r, const char
            WIFSIGNALED(status) ? "signal" : "exit code",                     \
            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status))
 
+/* ---- a watchdog for deadlocks ---------------------------------------------- */
+
+static const char *hak_watchdog_what;
+
+static void hak_watchdog_fired(int sig)
+{
+    (void)sig;
+    static const char head[] = "FAIL: ", tail[] = " did not finish within the watchdog's time: deadlock\n";
+    ssize_t w = write(STDERR_FILENO, head, sizeof head - 1);
+    w = write(STDERR_FILENO, hak_watchdog_what, strlen(hak_watchdog_what));
+    w = write(STDERR_FILENO, tail, sizeof tail - 1);
+    (void)w;
+    _exit(1);
+}
+
+/* Fail the test (from a SIGALRM handler) unless alarm(0) disarms the
+ * watchdog within `seconds`: a deadlock is reported, not waited for. */
+static inline void hak_watchdog_arm(unsigned seconds, const char *what)
+{
+    hak_watchdog_what = what;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hak_watchdog_fired;
+    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
+    alarm(seconds);
+}
+
+#ifdef __cplusplus
+/* ---- C++: standard containers ------------------------------------------------ */
+
+#include <map>
+#include <string>
+#include <vector>
+
+/* Standard containers, whose allocators call the plain operator new and
+ * the sized deletes, grown and shrunk. */
+static inline void hak_exercise_containers(void)
+{
+    std::map<int, std::string> m;
+    std::vector<std::vector<int>> v;
+    for (int i = 0; i < 2000; i++) {
+        m[i] = std::string((size_t)(i % 300), 'z');
+        v.emplace_back((size_t)(i % 50), i);
+        if (i % 3 == 0) m.erase(i / 2);
+    }
+    CHECK(m.size() > 1000 && v.size() == 2000);
+}
+#endif
+
 #endif

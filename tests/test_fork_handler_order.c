@@ -34,21 +34,9 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static void on_watchdog(int sig)
-{
-    (void)sig;
-    static const char msg[] = "FAIL: fork and the library's allocating threads did not finish within the "
-                              "watchdog's time: deadlock\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-    _exit(1);
-}
-
 static void fork_against_a_library_handler(void)
 {
-    struct sigaction sa = {.sa_handler = on_watchdog};
-    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
-    alarm(WATCHDOG_S);
+    hak_watchdog_arm(WATCHDOG_S, "fork and the library's allocating threads");
     pthread_t threads[WORKERS];
     for (size_t i = 0; i < WORKERS; i++) threads[i] = hak_thread_start(worker, (void *)((size_t)(3 + 30 * i) << 20));
     size_t forks = 0;

@@ -63,22 +63,10 @@ static void *flusher(void *arg)
     return NULL;
 }
 
-static void on_watchdog(int sig)
-{
-    (void)sig;
-    static const char msg[] = "FAIL: fork, fflush(NULL) and getline did not finish within the "
-                              "watchdog's time: deadlock\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)w;
-    _exit(1);
-}
-
 static void fork_against_getline_and_fflush(void)
 {
     for (size_t i = 0; i < READERS; i++) files[i] = make_file();
-    struct sigaction sa = {.sa_handler = on_watchdog};
-    CHECK(sigaction(SIGALRM, &sa, NULL) == 0);
-    alarm(WATCHDOG_S);
+    hak_watchdog_arm(WATCHDOG_S, "fork, fflush(NULL) and getline");
 
     pthread_t threads[READERS + 1];
     for (size_t i = 0; i < READERS; i++) threads[i] = hak_thread_start(reader, files[i]);
