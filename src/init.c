@@ -2,9 +2,10 @@
  *
  * Initialisation runs on the first allocation (which may come from another
  * library's constructor, before ours), the first registration of a fork
- * handler (below), or our constructor, whichever is first. Its core steps call nothing that allocates; the registrations that
- * might (pthread key, atfork handlers) come after the allocator is ready, so
- * a malloc they make is served normally instead of recursing. */
+ * handler (below), or our constructor, whichever is first. Its core steps
+ * call nothing that allocates; the registrations that might (pthread key,
+ * atfork handlers) come after the allocator is ready, so a malloc they make
+ * is served normally instead of recursing. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <sched.h>

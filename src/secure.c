@@ -522,10 +522,11 @@ static void release_as_family(void *p, unsigned family, bool sized, size_t given
 /* canary_intact found something wrong with p's canary: what, reported.
  * Returns only for a free or delete whose family mismatch the program's
  * own operators explain (family_explained): the block is then released as
- * its family's, with the size `given` if `sized`. (Out of line, from p and its block alone: the checks keep
- * nothing for it in registers. And noipa, so that the compiler does not
- * learn that it rarely returns: the free fast path then jumps to it, where
- * a call would need the stack aligned, so a frame on every free.) */
+ * its family's, with the size `given` if `sized`. (Out of line, from p and
+ * its block alone: the checks keep nothing for it in registers. And noipa,
+ * so that the compiler does not learn that it rarely returns: the free
+ * fast path then jumps to it, where a call would need the stack aligned,
+ * so a frame on every free.) */
 static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable, bool sized,
                                                   size_t given) {
   size_t size;
