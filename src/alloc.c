@@ -43,6 +43,8 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   return malloc_slow(size, heap, zero);
 }
 
+void *hak_malloc_at_heartbeat(size_t size, hak_heap_t *heap) { return malloc_slow(size, heap, false); }
+
 /* Above the small sizes: up to 32 KiB, the newest block of the class's
  * ring (heap->recent, free.c); then, up to HAK_MEDIUM_MAX, the first page
  * of the class, without a call (so no registers to save); the rest in
@@ -137,6 +139,9 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     hak_heap_flush_recent(heap, 1);
     hak_heap_abandon_kept(heap);
     hak_heap_foreign_heartbeat(heap);
+#if HAKMEM_SECURE
+    hak_quarantine_heartbeat(heap);
+#endif
     hak_purge_due_work(heap);
   } else {
     heap->heartbeat -= HAK_HEARTBEAT_SLOW;

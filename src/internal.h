@@ -633,7 +633,10 @@ typedef struct hak_quarantine_s {
   void *p[HAK_QUARANTINE_SLOTS];         /* (two arrays, not one of pairs: a slot's fields are then */
   size_t usable[HAK_QUARANTINE_SLOTS];   /* read without scaling its index by hand) */
   size_t head, count;
-  size_t bytes;                          /* the larger blocks' ring only: their usable bytes */
+  /* the larger blocks' ring only: their usable bytes; how many were put
+   * in and taken out in all, and `put` at the heap's last heartbeat (the
+   * blocks up to it leave at the next: secure.c, hak_quarantine_heartbeat) */
+  size_t bytes, put, taken, put_at_beat;
 } hak_quarantine_t;
 #endif
 
@@ -1026,6 +1029,10 @@ HAK_INTERNAL void hak_purger_init(void);
 /* size first: it arrives in the first argument register of malloc, so the
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
+/* A malloc whose own fast path took the heap's heartbeat to 0 (the secure
+ * variant's): the slow path, which does the heartbeat's work. (Through
+ * hak_malloc_generic, a second beat would take the counter past 0.) */
+HAK_INTERNAL void *hak_malloc_at_heartbeat(size_t size, hak_heap_t *heap);
 /* What an aligned allocation of `size` (alignment above HAK_ALIGN, up to a
  * slice) asks the classes for: the class of that keeps the alignment. */
 HAK_INTERNAL size_t hak_aligned_request(size_t size, size_t align);

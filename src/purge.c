@@ -342,11 +342,17 @@ void hak_purge_due_work(hak_heap_t *heap) {
 void hak_collect(void) {
   hak_heap_t *own = hak_heap_get();
   if (own != &hak_heap_empty) {
+#if HAKMEM_SECURE
+    hak_quarantine_flush(own);   /* (its blocks' pages then go back too) */
+#endif
     hak_heap_flush_recent(own, 0);
     hak_heap_flush_foreign(own);
     hak_heap_free_empty_pages(own);
   }
   hak_heap_t *shared = hak_heap_shared();
+#if HAKMEM_SECURE
+  hak_quarantine_flush(shared);   /* (exited threads' blocks) */
+#endif
   hak_heap_flush_recent(shared, 0);   /* (the secure variant's quarantine frees into it for exited threads) */
   hak_heap_free_empty_pages(shared);
   hak_reclaim_sweep(own != &hak_heap_empty ? own : shared, true, true);

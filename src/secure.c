@@ -690,7 +690,10 @@ static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
   size_t usable = q->usable[q->head];
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
-  if (ring == RING_LARGE) q->bytes -= usable;
+  if (ring == RING_LARGE) {
+    q->bytes -= usable;
+    q->taken++;
+  }
   return usable;
 }
 
@@ -716,8 +719,27 @@ static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
   q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
   q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
   q->count++;
-  if (ring == RING_LARGE) q->bytes += usable;
+  if (ring == RING_LARGE) {
+    q->bytes += usable;
+    q->put++;
+  }
 }
+
+/* The heap's heartbeat (alloc.c, every few thousand mallocs): the larger
+ * blocks that were in quarantine at the last one leave. Larger blocks
+ * leave as others come, by slots and bytes, but a thread that frees one
+ * and then only small ones would otherwise hold it (and up to 4 MiB) for
+ * as long as it lives. (Small blocks wait for 64 more small frees at
+ * most; a thread that frees only larger blocks holds 64 small ones.) */
+void hak_quarantine_heartbeat(hak_heap_t *heap) {
+  hak_quarantine_t *q = &heap->quarantine[RING_LARGE];
+  while (q->count > 0 && q->taken < q->put_at_beat) quarantine_evict(heap, RING_LARGE);
+  q->put_at_beat = q->put;
+}
+
+/* malloc_trim (purge.c): every block of the heap's quarantine leaves (its
+ * fill checked), so that its page can go back to its arena. */
+void hak_quarantine_flush(hak_heap_t *heap) { quarantine_flush(heap); }
 
 /* Thread exit: the blocks of the thread's quarantine go on waiting, oldest
  * first, in the shared heap's (with those of threads that exited before,
@@ -810,7 +832,10 @@ __attribute__((destructor)) static void quarantine_check_at_exit(void) {
  * are counted or tracked), whose block size is at hand; the rest through
  * the generic path. */
 static HAK_NOINLINE void *secure_alloc_slow(size_t size, unsigned family) {
-  void *p = hak_malloc_generic(hak_secure_request(size), hak_heap_get(), false);
+  hak_heap_t *heap = hak_heap_get();
+  size_t request = hak_secure_request(size);
+  void *p = heap->heartbeat == 0 ? hak_malloc_at_heartbeat(request, heap)   /* secure_alloc beat it to 0 */
+                                 : hak_malloc_generic(request, heap, false);
   if (p == NULL) return NULL;
   /* A block start: in a page, its block's size is its usable size (no
    * need for block_usable's search, and its division). */

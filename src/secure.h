@@ -134,6 +134,8 @@ HAK_INTERNAL void hak_secure_segment_init(hak_segment_t *seg);
 HAK_INTERNAL void hak_secure_keys_init(void);   /* init.c: the process keys, chosen at start */
 HAK_INTERNAL void hak_secure_fork_child(void);   /* init.c: a forked child's own random numbers */
 HAK_INTERNAL void hak_quarantine_hand_over(hak_heap_t *heap);   /* heap.c: thread exit */
+HAK_INTERNAL void hak_quarantine_heartbeat(hak_heap_t *heap);   /* alloc.c: the heap's heartbeat */
+HAK_INTERNAL void hak_quarantine_flush(hak_heap_t *heap);       /* purge.c: malloc_trim */
 HAK_INTERNAL void hak_free_released(void *p, hak_heap_t *heap);   /* free.c */
 
 #define HAK_REQUEST(size)        hak_secure_request(size)
