@@ -166,6 +166,26 @@ static void use_after_free_write_after_large_frees(void)
     for (int i = 0; i < 100; i++) free(malloc(SMALL));   /* p leaves quarantine */
 }
 
+/* A medium block written after its free, the thread then only allocating
+ * small blocks: it leaves quarantine (its fill checked) at the heap's
+ * heartbeat, every few thousand mallocs, not only when more blocks of
+ * its size are freed. */
+static void use_after_free_write_then_small_mallocs(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(MEDIUM);
+    CHECK(p != NULL);
+    free(p);
+    hak_announce(p);
+    ((char *)hak_opaque_ptr(p))[16] = 'x';
+    static void *small[64];
+    for (int i = 0; i < 20000; i++) {   /* (more than two heartbeats) */
+        int k = i % 64;
+        free(small[k]);
+        small[k] = malloc(SMALL);
+    }
+}
+
 static void use_after_free_write_small(void) { use_after_free_write_of(SMALL); }
 static void use_after_free_write_medium(void) { use_after_free_write_of(MEDIUM); }
 static void use_after_free_write_large(void) { use_after_free_write_of(LARGE); }
@@ -434,6 +454,8 @@ static const struct misuse {
     { "use-after-free write, after the freeing thread exited", use_after_free_write_after_exit, SECURE,
       "use-after-free write", 0 },
     { "use-after-free write, small, after two large frees", use_after_free_write_after_large_frees, SECURE,
+      "use-after-free write", 0 },
+    { "use-after-free write, medium, then only small mallocs", use_after_free_write_then_small_mallocs, SECURE,
       "use-after-free write", 0 },
     { "double free, small", double_free_small, DEFAULT | SECURE, "double free", 0 },
     { "double free, medium", double_free_medium, DEFAULT | SECURE, "double free", 0 },
