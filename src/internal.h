@@ -634,9 +634,10 @@ typedef struct hak_quarantine_s {
   size_t usable[HAK_QUARANTINE_SLOTS];   /* read without scaling its index by hand) */
   size_t head, count;
   /* the larger blocks' ring only: their usable bytes; how many were put
-   * in and taken out in all, and `put` at the heap's last heartbeat (the
-   * blocks up to it leave at the next: secure.c, hak_quarantine_heartbeat) */
-  size_t bytes, put, taken, put_at_beat;
+   * in it in all (the oldest is number put - count), and `put` at the
+   * quarantine's last tick (the blocks before it leave at the next:
+   * secure.c, quarantine_age) */
+  size_t bytes, put, put_at_tick;
 } hak_quarantine_t;
 #endif
 

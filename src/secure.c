@@ -596,13 +596,14 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
 #define QUARANTINE_BYTES (4u << 20)   /* per thread, in the larger blocks' ring; a larger block is freed at once */
 #define QUARANTINE_FILL  64           /* bytes of each block filled and checked */
 
-/* The ring a block of `usable` bytes waits in. Small blocks have one of
- * their own, bounded by its slots alone (64 blocks of at most 8 KiB): the
- * free fast path then keeps no count of bytes, and frees of large blocks,
- * which take the other ring over its bytes, do not push small blocks out
- * after a few frees. */
+/* The rings a block may wait in. The blocks of one-slice pages (small
+ * classes: at most 8 KiB, those the free fast path takes) have one of
+ * their own, bounded by its slots alone: that path then keeps no count of
+ * bytes, and frees of large blocks, which take the other ring over its
+ * bytes, do not push small blocks out after a few frees. The rest (medium,
+ * large and huge blocks, and the few small ones of the shared heap's pages
+ * of several slices) wait in the other. */
 enum { RING_SMALL, RING_LARGE };
-static inline unsigned ring_of(size_t usable) { return usable <= HAK_SMALL_MAX ? RING_SMALL : RING_LARGE; }
 
 static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
 
@@ -690,17 +691,17 @@ static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
   size_t usable = q->usable[q->head];
   q->head = (q->head + 1) % HAK_QUARANTINE_SLOTS;
   q->count--;
-  if (ring == RING_LARGE) {
-    q->bytes -= usable;
-    q->taken++;
-  }
+  if (ring == RING_LARGE) q->bytes -= usable;
   return usable;
 }
+
+static void quarantine_age(hak_heap_t *heap);
 
 static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   void *p;
   size_t usable = quarantine_take(&heap->quarantine[ring], ring, &p);
   quarantine_release(keys(), heap, p, usable);
+  if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) quarantine_age(heap);   /* a turn */
 }
 
 static void quarantine_flush(hak_heap_t *heap) {
@@ -710,8 +711,7 @@ static void quarantine_flush(hak_heap_t *heap) {
 
 /* p (filled and tagged already) after the newest block of its ring in
  * heap's quarantine, the oldest ones leaving first to make room. */
-static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
-  unsigned ring = ring_of(usable);
+static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t usable) {
   hak_quarantine_t *q = &heap->quarantine[ring];
   while (q->count > 0 &&
          (q->count == HAK_QUARANTINE_SLOTS || (ring == RING_LARGE && q->bytes + usable > QUARANTINE_BYTES)))
@@ -725,16 +725,29 @@ static void quarantine_append(hak_heap_t *heap, void *p, size_t usable) {
   }
 }
 
-/* The heap's heartbeat (alloc.c, every few thousand mallocs): the larger
- * blocks that were in quarantine at the last one leave. Larger blocks
- * leave as others come, by slots and bytes, but a thread that frees one
- * and then only small ones would otherwise hold it (and up to 4 MiB) for
- * as long as it lives. (Small blocks wait for 64 more small frees at
- * most; a thread that frees only larger blocks holds 64 small ones.) */
-void hak_quarantine_heartbeat(hak_heap_t *heap) {
+/* The larger blocks age as the heap goes on: the ones that were in
+ * quarantine at the last tick leave at this one. A tick is a turn of the
+ * small blocks' ring (its 64th block since the last left) or the heap's
+ * heartbeat (alloc.c, every few thousand mallocs). So a larger block
+ * waits for 64 to 128 small frees, as it waited for 64 frees of any size
+ * when the two shared a ring, or for 64 larger ones or their bytes; a
+ * thread that frees one and then only allocates lets it go at its second
+ * heartbeat. Without ticks, a thread that frees a batch now and then (a
+ * 32 KiB array of pointers, each of whose blocks it frees too) held 64
+ * batches. (Small blocks wait for 64 more small frees; a thread that
+ * frees only larger blocks holds 64 small ones.) */
+static void quarantine_age(hak_heap_t *heap) {
   hak_quarantine_t *q = &heap->quarantine[RING_LARGE];
-  while (q->count > 0 && q->taken < q->put_at_beat) quarantine_evict(heap, RING_LARGE);
-  q->put_at_beat = q->put;
+  while (q->count > 0 && q->put - q->count < q->put_at_tick) quarantine_evict(heap, RING_LARGE);   /* (the oldest's number) */
+  q->put_at_tick = q->put;
+}
+
+void hak_quarantine_heartbeat(hak_heap_t *heap) { quarantine_age(heap); }
+
+/* The free fast path's block `old`, out of quarantine, turned its ring. */
+static HAK_NOINLINE void quarantine_turned(hak_heap_t *heap, void *old, size_t old_usable) {
+  quarantine_release(keys(), heap, old, old_usable);
+  quarantine_age(heap);
 }
 
 /* malloc_trim (purge.c): every block of the heap's quarantine leaves (its
@@ -756,62 +769,67 @@ void hak_quarantine_hand_over(hak_heap_t *heap) {
     while (q->count > 0) {
       void *p;
       size_t usable = quarantine_take(q, ring, &p);
-      quarantine_append(shared, p, usable);
+      quarantine_append(shared, ring, p, usable);
     }
   }
   hak_heap_release(shared);
 }
 
-static void quarantine_put_borrowed(void *p, size_t usable);
+static void quarantine_put_borrowed(unsigned ring, void *p, size_t usable);
 
-/* Into quarantine, filled already: its ring is not full, or p is larger
- * than a small block; or the heap is the empty one (whose quarantine
- * stays empty). */
-static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, void *p, size_t usable) {
+/* Into `ring` of quarantine, filled already: the ring is not full, or
+ * (the larger blocks') p would take it over its bytes; or the heap is the
+ * empty one (whose quarantine stays empty). */
+static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, unsigned ring, void *p, size_t usable) {
   if (hak_unlikely(heap == &hak_heap_empty)) {
-    quarantine_put_borrowed(p, usable);
+    quarantine_put_borrowed(ring, p, usable);
     return;
   }
-  quarantine_append(heap, p, usable);
+  quarantine_append(heap, ring, p, usable);
 }
 
-/* A block of a small class into quarantine. Usually its ring is full and
- * p takes the oldest block's slot, which leaves. */
-static inline __attribute__((always_inline)) void quarantine_put_small(keys_t ks, hak_heap_t *heap, void *p,
-                                                                      size_t usable) {
-  hak_assert(ring_of(usable) == RING_SMALL);
-  hak_quarantine_t *q = &heap->quarantine[RING_SMALL];
+/* Into quarantine: the small blocks' ring if small_page (p is of a
+ * one-slice page: the free fast path's), else the other. Usually the ring
+ * is full (and the other's bytes leave room), and p takes the oldest
+ * block's slot, which leaves. */
+static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_heap_t *heap, void *p, size_t usable,
+                                                                bool small_page) {
+  hak_assert(!small_page || usable <= HAK_SMALL_MAX);
+  unsigned ring = small_page ? RING_SMALL : RING_LARGE;
+  hak_quarantine_t *q = &heap->quarantine[ring];
   quarantine_fill(ks, p, usable);
   size_t head = q->head;
-  if (hak_likely(q->count == HAK_QUARANTINE_SLOTS)) {
-    void *old = q->p[head];
-    size_t old_usable = q->usable[head];
+  void *old = q->p[head];
+  size_t old_usable = q->usable[head];
+  if (hak_likely(q->count == HAK_QUARANTINE_SLOTS &&
+                 (ring == RING_SMALL || q->bytes - old_usable + usable <= QUARANTINE_BYTES))) {
     q->p[head] = p;
     q->usable[head] = usable;
     q->head = (head + 1) % HAK_QUARANTINE_SLOTS;
+    if (ring == RING_LARGE) {
+      q->bytes += usable - old_usable;
+      q->put++;
+    } else if (hak_unlikely(q->head == 0)) {
+      quarantine_turned(heap, old, old_usable);
+      return;
+    }
     quarantine_release(ks, heap, old, old_usable);
     return;
   }
-  quarantine_put_slow(heap, p, usable);
-}
-
-/* Any block into quarantine (at most QUARANTINE_BYTES). */
-static void quarantine_put(hak_heap_t *heap, void *p, size_t usable) {
-  quarantine_fill(keys(), p, usable);
-  quarantine_put_slow(heap, p, usable);
+  quarantine_put_slow(heap, ring, p, usable);
 }
 
 /* A thread with no heap of its own (one that only frees, or past its
  * heap's exit) borrows one (secure_free's fast path does not ask: the
  * empty heap's quarantine is never full, so it comes here). */
-static void quarantine_put_borrowed(void *p, size_t usable) {
+static void quarantine_put_borrowed(unsigned ring, void *p, size_t usable) {
   hak_heap_t *heap = hak_heap_thread_init();
   if (heap == NULL) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, usable);
     hak_free_generic(p, &hak_heap_empty);
     return;
   }
-  quarantine_append(heap, p, usable);
+  quarantine_append(heap, ring, p, usable);
   hak_heap_release(heap);
 }
 
@@ -889,8 +907,7 @@ static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_
     canary_failed(op, p, usable, sized, given);
     return;
   }
-  if (small) quarantine_put_small(ks, heap, p, usable);
-  else quarantine_put(heap, p, usable);
+  quarantine_put(ks, heap, p, usable, small);
 }
 
 /* A free the fast path's check does not take, of a pointer into a mapped
@@ -953,7 +970,7 @@ static void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given) {
     if (hak_option(HAK_OPT_ZERO_ON_FREE)) memset(p, 0, ref.usable);
     hak_free_generic(p, heap != NULL ? heap : &hak_heap_empty);
   } else {
-    quarantine_put(heap, p, ref.usable);
+    quarantine_put(keys(), heap, p, ref.usable, false);
   }
   if (borrowed && heap != NULL) hak_heap_release(heap);
 }
