@@ -136,12 +136,12 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (hak_unlikely(heap == &hak_heap_empty)) return malloc_without_heap(size, zero);
   if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
     heap->heartbeat = HAK_HEARTBEAT;
+#if HAKMEM_SECURE
+    hak_quarantine_heartbeat(heap);   /* (first: medium blocks it lets go may go to the recent rings) */
+#endif
     hak_heap_flush_recent(heap, 1);
     hak_heap_abandon_kept(heap);
     hak_heap_foreign_heartbeat(heap);
-#if HAKMEM_SECURE
-    hak_quarantine_heartbeat(heap);
-#endif
     hak_purge_due_work(heap);
   } else {
     heap->heartbeat -= HAK_HEARTBEAT_SLOW;
