@@ -704,7 +704,9 @@ static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) quarantine_age(heap);   /* a turn */
 }
 
-static void quarantine_flush(hak_heap_t *heap) {
+/* Every block of the heap's quarantine leaves (its fill checked): at exit,
+ * and at malloc_trim (purge.c), so that their pages can go back. */
+void hak_quarantine_flush(hak_heap_t *heap) {
   for (unsigned ring = 0; ring < HAK_QUARANTINE_RINGS; ring++)
     while (heap->quarantine[ring].count > 0) quarantine_evict(heap, ring);
 }
@@ -749,10 +751,6 @@ static HAK_NOINLINE void quarantine_turned(hak_heap_t *heap, void *old, size_t o
   quarantine_release(keys(), heap, old, old_usable);
   quarantine_age(heap);
 }
-
-/* malloc_trim (purge.c): every block of the heap's quarantine leaves (its
- * fill checked), so that its page can go back to its arena. */
-void hak_quarantine_flush(hak_heap_t *heap) { quarantine_flush(heap); }
 
 /* Thread exit: the blocks of the thread's quarantine go on waiting, oldest
  * first, in the shared heap's (with those of threads that exited before,
@@ -837,9 +835,9 @@ static void quarantine_put_borrowed(unsigned ring, void *p, size_t usable) {
  * heap's (exited threads' blocks, hak_quarantine_hand_over). */
 __attribute__((destructor)) static void quarantine_check_at_exit(void) {
   hak_heap_t *heap = hak_heap_get();
-  if (heap != &hak_heap_empty) quarantine_flush(heap);
+  if (heap != &hak_heap_empty) hak_quarantine_flush(heap);
   hak_heap_t *shared = hak_heap_shared();
-  quarantine_flush(shared);
+  hak_quarantine_flush(shared);
   hak_heap_release(shared);
 }
 
