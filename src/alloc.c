@@ -43,7 +43,9 @@ void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero) {
   return malloc_slow(size, heap, zero);
 }
 
+#if HAKMEM_SECURE
 void *hak_malloc_at_heartbeat(size_t size, hak_heap_t *heap) { return malloc_slow(size, heap, false); }
+#endif
 
 /* Above the small sizes: up to 32 KiB, the newest block of the class's
  * ring (heap->recent, free.c); then, up to HAK_MEDIUM_MAX, the first page
@@ -137,7 +139,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
   if (heap->heartbeat <= HAK_HEARTBEAT_SLOW) {   /* memory due back to the OS */
     heap->heartbeat = HAK_HEARTBEAT;
 #if HAKMEM_SECURE
-    hak_quarantine_heartbeat(heap);   /* (first: medium blocks it lets go may go to the recent rings) */
+    hak_quarantine_age(heap);   /* (first: medium blocks it lets go may go to the recent rings) */
 #endif
     hak_heap_flush_recent(heap, 1);
     hak_heap_abandon_kept(heap);

@@ -636,7 +636,7 @@ typedef struct hak_quarantine_s {
   /* the larger blocks' ring only: their usable bytes; how many were put
    * in it in all (the oldest is number put - count), and `put` at the
    * quarantine's last tick (the blocks before it leave at the next:
-   * secure.c, quarantine_age) */
+   * secure.c, hak_quarantine_age) */
   size_t bytes, put, put_at_tick;
 } hak_quarantine_t;
 #endif
@@ -750,7 +750,7 @@ typedef struct hak_heap_s {
   uint64_t paged_bins[(HAK_BINS + 63) / 64];  /* classes this heap has made a page for (heap.c) */
   hak_bin_stats_t stats[HAK_BINS];
 #if HAKMEM_SECURE
-  hak_quarantine_t quarantine[HAK_QUARANTINE_RINGS];   /* by secure.c's ring_of */
+  hak_quarantine_t quarantine[HAK_QUARANTINE_RINGS];   /* secure.c: RING_SMALL, RING_LARGE */
 #endif
 } hak_heap_t;
 
@@ -1030,10 +1030,6 @@ HAK_INTERNAL void hak_purger_init(void);
 /* size first: it arrives in the first argument register of malloc, so the
  * fast path's tail call to here needs no register shuffle. */
 HAK_INTERNAL void *hak_malloc_generic(size_t size, hak_heap_t *heap, bool zero);
-/* A malloc whose own fast path took the heap's heartbeat to 0 (the secure
- * variant's): the slow path, which does the heartbeat's work. (Through
- * hak_malloc_generic, a second beat would take the counter past 0.) */
-HAK_INTERNAL void *hak_malloc_at_heartbeat(size_t size, hak_heap_t *heap);
 /* What an aligned allocation of `size` (alignment above HAK_ALIGN, up to a
  * slice) asks the classes for: the class of that keeps the alignment. */
 HAK_INTERNAL size_t hak_aligned_request(size_t size, size_t align);

@@ -695,13 +695,11 @@ static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
   return usable;
 }
 
-static void quarantine_age(hak_heap_t *heap);
-
 static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   void *p;
   size_t usable = quarantine_take(&heap->quarantine[ring], ring, &p);
   quarantine_release(keys(), heap, p, usable);
-  if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) quarantine_age(heap);   /* a turn */
+  if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) hak_quarantine_age(heap);   /* a turn */
 }
 
 /* Every block of the heap's quarantine leaves (its fill checked): at exit,
@@ -738,18 +736,16 @@ static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t u
  * 32 KiB array of pointers, each of whose blocks it frees too) held 64
  * batches. (Small blocks wait for 64 more small frees; a thread that
  * frees only larger blocks holds 64 small ones.) */
-static void quarantine_age(hak_heap_t *heap) {
+void hak_quarantine_age(hak_heap_t *heap) {
   hak_quarantine_t *q = &heap->quarantine[RING_LARGE];
   while (q->count > 0 && q->put - q->count < q->put_at_tick) quarantine_evict(heap, RING_LARGE);   /* (the oldest's number) */
   q->put_at_tick = q->put;
 }
 
-void hak_quarantine_heartbeat(hak_heap_t *heap) { quarantine_age(heap); }
-
 /* The free fast path's block `old`, out of quarantine, turned its ring. */
 static HAK_NOINLINE void quarantine_turned(hak_heap_t *heap, void *old, size_t old_usable) {
   quarantine_release(keys(), heap, old, old_usable);
-  quarantine_age(heap);
+  hak_quarantine_age(heap);
 }
 
 /* Thread exit: the blocks of the thread's quarantine go on waiting, oldest

@@ -104,6 +104,10 @@ HAK_INTERNAL void *hak_secure_malloc(size_t size);
 HAK_INTERNAL void *hak_secure_new(size_t size, unsigned family);            /* the nothrow forms */
 HAK_INTERNAL void *hak_secure_new_throwing(size_t size, unsigned family);   /* the others */
 HAK_INTERNAL void *hak_new_failed(size_t size, unsigned family);            /* alloc.c: new handler, bad_alloc */
+/* alloc.c: a malloc whose own fast path took the heap's heartbeat to 0:
+ * the slow path, which does the heartbeat's work. (Through
+ * hak_malloc_generic, a second beat would take the counter past 0.) */
+HAK_INTERNAL void *hak_malloc_at_heartbeat(size_t size, hak_heap_t *heap);
 HAK_INTERNAL void  hak_secure_free_plain(void *p);          /* free */
 HAK_INTERNAL void  hak_delete(void *p);                    /* free.c: the two base C++ deletes */
 HAK_INTERNAL void  hak_delete_aligned(void *p);
@@ -134,7 +138,7 @@ HAK_INTERNAL void hak_secure_segment_init(hak_segment_t *seg);
 HAK_INTERNAL void hak_secure_keys_init(void);   /* init.c: the process keys, chosen at start */
 HAK_INTERNAL void hak_secure_fork_child(void);   /* init.c: a forked child's own random numbers */
 HAK_INTERNAL void hak_quarantine_hand_over(hak_heap_t *heap);   /* heap.c: thread exit */
-HAK_INTERNAL void hak_quarantine_heartbeat(hak_heap_t *heap);   /* alloc.c: the heap's heartbeat */
+HAK_INTERNAL void hak_quarantine_age(hak_heap_t *heap);         /* alloc.c: at the heap's heartbeat */
 HAK_INTERNAL void hak_quarantine_flush(hak_heap_t *heap);       /* purge.c: malloc_trim */
 HAK_INTERNAL void hak_free_released(void *p, hak_heap_t *heap);   /* free.c */
 
