@@ -113,15 +113,29 @@ static void underflow_medium(void) { underflow_of(MEDIUM); }
 
 /* ---- use after free: a write into a freed block ------------------------- */
 
-static void use_after_free_write_of(size_t size)
+/* A block of `size` bytes of the thread's own heap, written whole, then
+ * freed. */
+static char *freed_block(size_t size)
 {
     hak_thread_own_heap();
     char *p = malloc(size);
     CHECK(p != NULL);
     memset(p, 1, size);
     free(p);
+    return p;
+}
+
+/* The misuse: freed block p written at byte `at` (announced first). */
+static void write_freed(char *p, size_t at)
+{
     hak_announce(p);
-    ((char *)hak_opaque_ptr(p))[0] = 'x';
+    ((char *)hak_opaque_ptr(p))[at] = 'x';
+}
+
+static void use_after_free_write_of(size_t size)
+{
+    char *p = freed_block(size);
+    write_freed(p, 0);
     for (int i = 0; i < 100; i++) free(malloc(size));   /* whatever holds blocks of its size lets p go */
 }
 
@@ -156,13 +170,9 @@ static void use_after_free_write_after_exit(void)
  * ring of their own, bounded in bytes; a shared bound let them). */
 static void use_after_free_write_after_large_frees(void)
 {
-    hak_thread_own_heap();
-    char *p = malloc(SMALL);
-    CHECK(p != NULL);
-    free(p);
+    char *p = freed_block(SMALL);
     for (int i = 0; i < 2; i++) free(malloc(LARGE));
-    hak_announce(p);
-    ((char *)hak_opaque_ptr(p))[16] = 'x';
+    write_freed(p, 16);
     for (int i = 0; i < 100; i++) free(malloc(SMALL));   /* p leaves quarantine */
 }
 
@@ -172,12 +182,8 @@ static void use_after_free_write_after_large_frees(void)
  * its size are freed. */
 static void use_after_free_write_then_small_mallocs(void)
 {
-    hak_thread_own_heap();
-    char *p = malloc(MEDIUM);
-    CHECK(p != NULL);
-    free(p);
-    hak_announce(p);
-    ((char *)hak_opaque_ptr(p))[16] = 'x';
+    char *p = freed_block(MEDIUM);
+    write_freed(p, 16);
     static void *small[64];
     for (int i = 0; i < 20000; i++) {   /* (more than two heartbeats) */
         int k = i % 64;
