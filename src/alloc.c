@@ -298,22 +298,13 @@ hak_growth_t hak_realloc_growth(size_t usable, size_t need) {
   return HAK_GROW_AS_ASKED;
 }
 
-void *hak_realloc(void *p, size_t size) {
-#if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
-  return hak_secure_realloc(p, size);
-#endif
-  if (p == NULL) return hak_malloc(size);
-  if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
-  hak_block_ref_t ref;
-  hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
-  size_t usable = ref.usable;
-  if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
-    if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
-    return p;
-  }
+/* realloc's move: a block of its own for `size` bytes, p's copied over
+ * (out of line: the resize in place then saves no registers). */
+static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref_t *ref) {
+  size_t usable = ref->usable;
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
-  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
-    void *q = hak_huge_realloc(ref.seg, ref.page, size);   /* no copy */
+  if (ref->seg != NULL && ref->page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
+    void *q = hak_huge_realloc(ref->seg, ref->page, size);   /* no copy */
     if (q != NULL) { errno = saved; return q; }
   }
   void *q = NULL;
@@ -327,6 +318,22 @@ void *hak_realloc(void *p, size_t size) {
   memcpy(q, p, usable < size ? usable : size);
   hak_free(p);
   return q;
+}
+
+void *hak_realloc(void *p, size_t size) {
+#if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
+  return hak_secure_realloc(p, size);
+#endif
+  if (p == NULL) return hak_malloc(size);
+  if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
+  size_t usable = ref.usable;
+  if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
+    if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
+    return p;
+  }
+  return realloc_move(p, size, &ref);
 }
 
 void *hak_reallocarray(void *p, size_t count, size_t size) {

@@ -345,14 +345,8 @@ static inline uint64_t trailer_decode(keys_t ks, const void *p, const uint8_t *e
 
 static inline bool trailer_intact(uint64_t decoded) { return (uint32_t)decoded == (uint32_t)(decoded >> 32); }
 
-/* Bytes from p to the end of its block: the free fast path's check finds a
- * block start in a one-slice page without a division; the rest (pages of
- * several slices, large and huge blocks) asks hak_block_find. */
+/* Bytes from p, a block just handed out, to the end of its block. */
 static size_t block_usable(const void *p) {
-  if (hak_segment_is_mapped(p)) {
-    const hak_slice_t *slice = &hak_segment_of(p)->slices[hak_slice_of(p)];
-    if (hak_block_check_shared(slice, p)) return slice->page->block_size;
-  }
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
   return ref.usable;
@@ -616,18 +610,7 @@ static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL;
  * its canary checked: its requested size (or RELEASED, canary_check: then
  * released with the size `given` if `sized`). */
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref, bool sized, size_t given) {
-  /* The start of a carved block of a page that is not free: as
-   * hak_block_find would find it, without its search, as free.c's
-   * free_in_slice checks it. */
-  hak_segment_t *seg = hak_segment_lookup(p);
-  const hak_slice_t *slice = seg != NULL ? hak_slice_at(seg, p) : NULL;
-  hak_page_t *page = slice != NULL ? slice->page : NULL;
-  if (hak_likely(page != NULL && hak_block_starts(slice, p) &&
-                 ((const hak_block_t *)p)->free_tag != hak_free_tag(page))) {
-    *ref = (hak_block_ref_t){ seg, page, page->block_size };
-  } else {
-    hak_block_find(op, p, ref);
-  }
+  hak_block_find(op, p, ref);
   keys_t ks = keys();
   if (quarantinable(ref) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
     hak_report_freed(op, p, "it is in quarantine");
@@ -997,7 +980,7 @@ void *hak_secure_realloc(void *p, size_t size) {
   hak_block_ref_t ref;
   size_t old = live_block(HAK_OP_REALLOC, p, &ref, false, 0), usable = ref.usable;
   size_t need = hak_secure_request(size);
-  if (fits_in_place(&ref, need, usable)) return hak_secure_handout(p, size);
+  if (fits_in_place(&ref, need, usable)) return canary_write(p, usable, size, HAK_FAMILY_MALLOC, false);
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
   if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES &&
       size > HAK_MEDIUM_MAX && !hak_tracking) {
