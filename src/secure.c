@@ -833,7 +833,7 @@ static HAK_NOINLINE void *secure_alloc_slow(size_t size, unsigned family) {
                                  : hak_malloc_generic(request, heap, false);
   if (p == NULL) return NULL;
   /* A block start: in a page, its block's size is its usable size (no
-   * need for block_usable's search, and its division). */
+   * need for block_usable's exact check). */
   hak_segment_t *seg = hak_segment_lookup(p);
   const hak_page_t *page = seg != NULL ? seg->slices[hak_slice_of(p)].page : NULL;
   if (page != NULL && page->span_kind == HAK_SPAN_PAGE) return canary_write(p, page->block_size, size, family, false);
