@@ -290,7 +290,8 @@ static HAK_NOINLINE void recent_evict(hak_heap_t *heap, size_t i, hak_page_t *pa
  * of whose calls is in tail position, so that they save no registers.) */
 static inline __attribute__((always_inline)) void keep_recent(hak_heap_t *heap, hak_page_t *page, size_t bin,
                                                               hak_block_t *b) {
-  hak_assert(!hak_owner_counted);   /* (counted frees keep nothing: malloc_medium pops the rings uncounted) */
+  hak_assert(!hak_owner_counted && !hak_tracking);   /* (counted and tracked frees keep nothing: malloc_medium
+                                                        pops the rings uncounted, untracked) */
   mark_free(b, page);
   size_t i = bin - HAK_RECENT_FIRST;
   hak_recent_t *r = &heap->recent[i];
@@ -504,10 +505,12 @@ void hak_heap_foreign_heartbeat(hak_heap_t *heap) {
 
 /* A checked block of a page this heap owns: a medium one waits in
  * heap->recent, the rest go onto their page's free list. (The ring's
- * classes all have pages of several slices: hak_page_slices_for.) */
+ * classes all have pages of several slices: hak_page_slices_for. A tool's
+ * tracking never gets here: it counts calls, so no owner word names a heap
+ * alone, keep_recent's assertion.) */
 static inline void owned_block(hak_heap_t *heap, hak_page_t *page, hak_block_t *b) {
   size_t bin = atomic_load_explicit(&page->bin, memory_order_relaxed);
-  if (hak_bin_has_recent(bin) && hak_likely(!hak_tracking))
+  if (hak_bin_has_recent(bin))
     keep_recent(heap, page, bin, b);
   else free_local(heap, page, b);
 }
