@@ -383,16 +383,15 @@ static giant_t **giant_find(const void *p) {
   return NULL;
 }
 
+/* Once out of the list, g is this call's alone until it enters the ring
+ * of retired blocks, where any later free may push it out and unmap it:
+ * so its range is made inaccessible before, not after (a second free of p
+ * meanwhile finds it in neither, and is reported as it would be later). */
 bool hak_giant_free(void *p) {
   hak_lock(&giant_lock);
   giant_t **link = giant_find(p);
   giant_t *g = link ? *link : NULL;
   if (g) *link = g->next;
-#if HAKMEM_SECURE
-  giant_t *unmapped = g ? giant_retire(g) : NULL;
-#else
-  giant_t *unmapped = g;
-#endif
   hak_unlock(&giant_lock);
   if (g == NULL) return false;
   huge_unaccount(g->mapped + HAK_OS_PAGE);
@@ -401,6 +400,11 @@ bool hak_giant_free(void *p) {
   int saved = errno;   /* (refused: the range stays as it was until it leaves the ring) */
   mprotect(g->block, g->mapped, PROT_NONE);
   errno = saved;
+  hak_lock(&giant_lock);
+  giant_t *unmapped = giant_retire(g);
+  hak_unlock(&giant_lock);
+#else
+  giant_t *unmapped = g;
 #endif
   if (unmapped != NULL) giant_unmap(unmapped);
   return true;

@@ -1,7 +1,11 @@
-/* Blocks above the size classes share the arenas' segments with pages:
- * threads allocate, hand over and free large blocks (1-8 MiB) and medium
- * pages in one arena (ctest sets HAKMEM_ARENAS=1), so frees of neighbouring
- * spans race to coalesce under the arena lock. Every block is verified. */
+/* Blocks above the size classes, freed by several threads at once. Large
+ * blocks share the arenas' segments with pages: threads allocate, hand over
+ * and free large blocks (1-8 MiB) and medium pages in one arena (ctest sets
+ * HAKMEM_ARENAS=1), so frees of neighbouring spans race to coalesce under
+ * the arena lock. Giant blocks (aligned beyond a segment) are mappings of
+ * their own, whose frees race on the list of them (and in the secure
+ * variant on the ring of the last ones freed, huge.c). Every block is
+ * verified. */
 #include "hak_test.h"
 
 enum { THREADS = 3, LIVE = 6 };
@@ -47,9 +51,39 @@ static void threads_share_one_arena(void)
         if (handoff[i].ptr) hak_item_verify_free(handoff[i]);
 }
 
+/* Each thread maps, fills, checks and frees giant blocks: in the secure
+ * variant a free made its block inaccessible after putting it in the ring
+ * of retired blocks, where the frees of other threads could push it out and
+ * unmap it (and its descriptor) first: a crash within milliseconds. */
+static void *giant_churn(void *arg)
+{
+    hak_rng rng = hak_rng_seed((size_t)arg + 1);
+    size_t rounds = hak_scale(300, 5000);
+    for (size_t i = 0; i < rounds; i++) {
+        size_t size = hak_rng_range(&rng, 1, 64 * KiB);
+        uint64_t seed = hak_rng_next(&rng);
+        char *p = aligned_alloc(32 * MiB, size);
+        CHECK(p != NULL);
+        CHECK_ALIGNED(p, 32 * MiB);
+        hak_fill(p, size, seed);
+        CHECK_PATTERN(p, size, seed);
+        free(p);
+    }
+    return NULL;
+}
+
+static void giant_blocks_freed_at_once(void)
+{
+    enum { GIANT_THREADS = 6 };   /* (more than the secure variant's ring of 8 can hold between two frees) */
+    pthread_t t[GIANT_THREADS];
+    for (size_t i = 0; i < GIANT_THREADS; i++) t[i] = hak_thread_start(giant_churn, (void *)i);
+    for (size_t i = 0; i < GIANT_THREADS; i++) pthread_join(t[i], NULL);
+}
+
 int main(void)
 {
     hak_test_begin("test_large_spans");
     RUN_CASE(threads_share_one_arena);
+    RUN_CASE(giant_blocks_freed_at_once);
     return 0;
 }
