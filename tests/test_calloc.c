@@ -36,7 +36,7 @@ static void small_sizes(void)
 static void medium_sizes(void)
 {
     const size_t sizes[] = {1025, 2048, 4000, 4096, 8192, 12345, 32 * KiB, 64 * KiB + 1,
-                            128 * KiB, 256 * KiB, 512 * KiB + 7};
+                            128 * KiB - 16, 128 * KiB, 256 * KiB, 512 * KiB + 7, 1 * MiB - 1};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) dirty_free_then_calloc(sizes[i], 64);
 }
 

@@ -1,5 +1,10 @@
-/* calloc of large blocks (1 MiB up to a segment's capacity) from memory
- * that is not resident: hakmem populates such a block at once only while
+/* calloc of blocks of 128 KiB and more takes a large block (alloc.c:
+ * HAK_CALLOC_SPAN_MIN), whose memory not resident before reads as zero
+ * untouched, so a program that callocs many medium buffers and writes
+ * little of each keeps them lazily zero too (1 GiB resident for 2,000
+ * buffers of 500 KB when they were blocks of pages, cleared whole).
+ * Of those, blocks of 1 MiB up to a segment's capacity, from memory that
+ * is not resident: hakmem populates such a block at once only while
  * the program is seen to touch those blocks densely (src/segment.c), so
  *   - a program that callocs big tables and touches little of them keeps
  *     them lazily zero (resident memory is what it touched);
@@ -27,6 +32,29 @@ static unsigned resident_percent(const void *p, size_t size)
 static void check_zero_sampled(const unsigned char *p, size_t size)
 {
     for (size_t i = 0; i < size; i += 997) CHECKF(p[i] == 0, "calloc'd byte %zu is %u", i, p[i]);
+}
+
+/* 1,000 buffers of 400 KB, 64 bytes written in each: clearing them would
+ * make 400 MB resident. (From memory purged first: what the cases before
+ * freed holds old bytes for the purge delay, and a calloc taking it then
+ * clears it.) */
+static void sparse_medium_buffers_stay_lazy(void)
+{
+    enum { BUFFERS = 1000 };
+    size_t size = 400 * 1000;
+    static unsigned char *b[BUFFERS];
+    malloc_trim(0);
+    size_t before = hak_rss_bytes();
+    for (int i = 0; i < BUFFERS; i++) {
+        b[i] = calloc(1, size);
+        CHECK(b[i] != NULL);
+        CHECK(hak_first_not(b[i], 64, 0) == SIZE_MAX && b[i][size - 1] == 0);   /* (test_calloc reads them all) */
+        memset(b[i], 0x5a, 64);
+    }
+    size_t grown = hak_rss_bytes() - before;
+    printf("     %d sparse %zu-byte buffers: RSS +%zu KiB\n", BUFFERS, size, grown / KiB);
+    CHECKF(grown < 32 * MiB, "RSS grew %zu MiB for %d sparsely used buffers", grown / MiB, BUFFERS);
+    for (int i = 0; i < BUFFERS; i++) free(b[i]);
 }
 
 /* 12 tables of 8 MiB, a byte touched every 512 KiB: populating them would
@@ -74,5 +102,6 @@ int main(void)
     hak_test_begin("test_calloc_residency");
     RUN_CASE(sparse_tables_stay_lazy);
     RUN_CASE(dense_buffers_come_resident);
+    RUN_CASE(sparse_medium_buffers_stay_lazy);
     return 0;
 }
