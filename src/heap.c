@@ -339,13 +339,19 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
 
   /* A heap's first page of a class is often its only one, partly used, as
    * are the shared heap's: such a page stays out of huge-page stretches
-   * (segment.c). */
+   * (segment.c). So does a page of medium blocks, unless the program is
+   * seen to write most of those it gets: a buffer sized for the worst
+   * case may be touched in its first bytes only, and a huge page would
+   * make all of it resident. */
   uint64_t *paged = &heap->paged_bins[bin / 64], bit = (uint64_t)1 << (bin % 64);
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, shared || !(*paged & bit), NULL);
+  bool medium = hak_bin_size(bin) > HAK_SMALL_MAX, sparse = shared || !(*paged & bit), resident;
+  if (medium && !sparse) sparse = !hak_medium_use_is_dense();
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, sparse, &resident);
   if (page == NULL) return NULL;
   *paged |= bit;
   hak_page_init(heap, page, bin);
   hak_page_extend(page, shared);
+  if (medium && !resident) hak_medium_use_probe(page);   /* its first block goes out now, plain */
   queue_push_front(heap, page);
   hak_page_stat_inc(&hak_page_stats[bin].pages_new);
   return page;

@@ -872,7 +872,13 @@ HAK_INTERNAL void hak_arenas_init(void);
 HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_arena_t *hak_arena_first(void);
-HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool sparse, bool *dirty);
+HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool sparse, bool *resident);
+/* Whether the program is seen to use its medium blocks densely (a new
+ * page of them may then begin a huge-page stretch), and the page whose
+ * first block, handed out plain from memory not resident before, is to be
+ * judged next (segment.c: use_record_t). */
+HAK_INTERNAL bool hak_medium_use_is_dense(void);
+HAK_INTERNAL void hak_medium_use_probe(const hak_page_t *page);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
 HAK_INTERNAL void  hak_large_free(hak_page_t *span);

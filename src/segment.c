@@ -134,7 +134,8 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg);
  * MADV_NOHUGEPAGE. Once the program has had HAK_HUGE_STRETCH_FROM
  * committed, a page that is the first to take slices of a stretch never
  * touched before advises the stretch MADV_HUGEPAGE (unless it is sparse: a
- * heap's first page of its class, hak_span_alloc; the stretch then stays
+ * heap's first page of its class, or a page of medium blocks while the
+ * program is not seen to use those densely, heap.c; the stretch then stays
  * plain): its first touch then
  * faults 2 MiB in at once instead of 512 times 4 KiB, and its pages take
  * one TLB entry. A smaller program keeps 4 KiB pages and the resident set
@@ -494,11 +495,17 @@ void hak_arenas_release_empty(void) {
  * Returns its descriptor, with slice_count and span_kind set and every
  * slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
  * (a heap's first of its class), which advises no huge-page stretch and
- * keeps out of those not resident where it can (arena_find_span). `dirty` (may be NULL): whether its memory
- * may hold old contents (else it is fresh or purged to zero). In the
+ * keeps out of those not resident where it can (arena_find_span).
+ * `resident` (may be NULL): whether any of its memory may be resident
+ * already: it held contents since its last purge, or was purged with
+ * MADV_FREE, or (a page) lies in a huge-page stretch, where a first touch
+ * maps 2 MiB; else it is fresh or purged to zero, and becomes resident
+ * only as it is touched. (A large block un-advises the stretches it takes
+ * whole and decides for itself, hak_large_alloc: one that takes part of
+ * an advised stretch is judged as before it came to be said so.) In the
  * secure variant a page's span ends in a guard page, possibly one an
  * earlier page left, and a large block's holds none (secure.c). */
-hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool sparse, bool *dirty) {
+hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool sparse, bool *resident) {
   hak_lock(&a->lock);
   hak_page_t *span = arena_find_span(a, slices, sparse);
   if (span == NULL) span = arena_grow(a, slices, sparse);
@@ -524,11 +531,13 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool spa
   /* Purged memory taken back: maybe the purge came too early (purge.c). */
   if (slices_count(span, slices, HAK_SLICE_PURGED) > 0)
     hak_purge_clock_refault(&a->clock, hak_clock_ms());
-  if (dirty != NULL) *dirty = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   hak_segment_t *seg = hak_segment_of(span);
   if (seg->used_slices == 0) a->empty_segments--;
   seg->used_slices += (uint32_t)slices;
   stretches_take(a, seg, slice_index(span), slices, kind, !sparse && taken_dirty < slices);
+  if (resident != NULL)
+    *resident = taken_dirty > 0 || hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE ||
+                (kind == HAK_SPAN_PAGE && hak_slices_in_huge_stretch(seg, slice_index(span), slices));
   for (size_t i = 0, first = slice_index(span); i < slices; i++) seg->slices[first + i].page = span;
   span->slice_count = (uint16_t)slices;
   span->span_kind = kind;
@@ -593,60 +602,80 @@ void hak_span_free(hak_page_t *span) {
 _Atomic(int64_t) hak_stat_large_count, hak_stat_large_bytes;
 
 
-/* Whether the program uses its large blocks densely (writes most of each
- * page of them) decides two things that would waste memory otherwise:
- * - calloc of a block that is not resident (fresh, or purged): the program
- *   typically reads a page of it before writing it, which faults twice (the
- *   read maps the zero page, the write copies it); bigchurn spent 2x
- *   tcmalloc's time in those faults. Populating the block in one call
- *   faults each page once, in a batch;
- * - a block of 2 MiB and more is advised for transparent huge pages: a
- *   fault then maps 2 MiB, not 4 KiB (large, bigchurn and realloc-huge
- *   took 64K, 90K and 34K faults; mimalloc 3 advises its whole arena so).
- * But a program that allocates big tables and touches little of them would
- *   then hold all of them resident. So either is done only while the program
- *   is seen to use such blocks densely: the last block handed out neither
- *   populated nor advised (and not resident before: from clean slices) is
- *   looked at (mincore) when the next such allocation comes: mostly
- *   resident by now, or not. The last 8 of those verdicts are kept; 6 dense
- *   ones turn both on. While on, every 8th block still goes out plain, so a
- *   change of use is seen. */
-static _Atomic(uint32_t) large_verdicts;     /* bit i: the i-th last verdict was "dense" */
-static _Atomic(uint32_t) large_dense_allocs;
-static _Atomic(uintptr_t) large_probe;        /* the last plain one's address | its slice count */
+/* Whether the program uses its big blocks densely (writes most of each
+ * page of them) decides what would waste memory otherwise:
+ * - calloc of a large block that is not resident (fresh, or purged): the
+ *   program typically reads a page of it before writing it, which faults
+ *   twice (the read maps the zero page, the write copies it); bigchurn
+ *   spent 2x tcmalloc's time in those faults. Populating the block in one
+ *   call faults each page once, in a batch;
+ * - a large block of 2 MiB and more is advised for transparent huge pages:
+ *   a fault then maps 2 MiB, not 4 KiB (large, bigchurn and realloc-huge
+ *   took 64K, 90K and 34K faults; mimalloc 3 advises its whole arena so);
+ * - a page of medium blocks may advise its huge-page stretch (stretches_take).
+ * But a program that allocates big tables or buffers and touches little of
+ *   them would then hold all of them resident (5,000 blocks of 300 KB with
+ *   64 bytes written in each: 1.48 GiB, against 21 MiB under glibc, when
+ *   pages of medium blocks advised their stretches unjudged). So each is
+ *   done only while the program is seen to use such blocks densely: the
+ *   last block handed out neither populated nor advised (and not resident
+ *   before: from clean slices outside huge-page stretches) is looked at
+ *   (mincore) when the next such allocation comes: mostly resident by now,
+ *   or not. The last 8 of those verdicts are kept; 6 dense ones turn it
+ *   on. While on, every 8th block still goes out plain, so a change of use
+ *   is seen. Large blocks and medium ones (a new page's first block, which
+ *   the malloc that made the page hands out) keep records of their own. */
+typedef struct use_record_s {
+  _Atomic(uint32_t) verdicts;            /* bit i: the i-th last verdict was "dense" */
+  _Atomic(uint32_t) dense_allocs;
+  _Atomic(uintptr_t) probe;              /* the last plain block's address (a slice start) | its OS pages */
+} use_record_t;
+static use_record_t large_use, medium_use;
 
-/* Was most of the block resident? Looks at its first 8 MiB (one mincore
- * call, 2 KiB of vector on the stack). The block may have been freed and
- * reused since, or unmapped (then mincore fails): a verdict, never a fault. */
-static void large_judge_use(uintptr_t block) {
-  unsigned char vec[2048];
-  size_t pages = ((block & (HAK_SLICE_SIZE - 1)) << HAK_SLICE_SHIFT) / HAK_OS_PAGE;
-  if (pages > sizeof vec) pages = sizeof vec;
+#define USE_PROBE_PAGES 2048             /* OS pages judged at most (8 MiB; 2 KiB of vector on the stack) */
+
+/* Was most of the block resident? One mincore call. The block may have
+ * been freed and reused since, or unmapped (then mincore fails): a
+ * verdict, never a fault. */
+static void use_judge(use_record_t *u, uintptr_t probe) {
+  unsigned char vec[USE_PROBE_PAGES];
+  size_t pages = probe & (HAK_SLICE_SIZE - 1);
   int saved = errno;
-  bool seen = mincore((void *)(block & ~(uintptr_t)(HAK_SLICE_SIZE - 1)), pages * HAK_OS_PAGE, vec) == 0;
+  bool seen = mincore((void *)(probe & ~(uintptr_t)(HAK_SLICE_SIZE - 1)), pages * HAK_OS_PAGE, vec) == 0;
   errno = saved;   /* (the malloc asking goes on) */
   if (!seen) return;
   size_t resident = 0;
   for (size_t i = 0; i < pages; i++) resident += vec[i] & 1;
   uint32_t dense = resident * 8 >= pages * 7;
-  uint32_t v = atomic_load_explicit(&large_verdicts, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&large_verdicts, &v, ((v << 1) & 0xff) | dense,
+  uint32_t v = atomic_load_explicit(&u->verdicts, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&u->verdicts, &v, ((v << 1) & 0xff) | dense,
                                                 memory_order_relaxed, memory_order_relaxed)) {}
 }
 
-static bool large_use_is_dense(void) {
-  uintptr_t last = atomic_exchange_explicit(&large_probe, 0, memory_order_relaxed);
-  if (last != 0) large_judge_use(last);
-  uint32_t v = atomic_load_explicit(&large_verdicts, memory_order_relaxed);
-  return __builtin_popcount(v) >= 6 && atomic_fetch_add_explicit(&large_dense_allocs, 1, memory_order_relaxed) % 8 != 0;
+static bool use_is_dense(use_record_t *u) {
+  uintptr_t last = atomic_exchange_explicit(&u->probe, 0, memory_order_relaxed);
+  if (last != 0) use_judge(u, last);
+  uint32_t v = atomic_load_explicit(&u->verdicts, memory_order_relaxed);
+  return __builtin_popcount(v) >= 6 && atomic_fetch_add_explicit(&u->dense_allocs, 1, memory_order_relaxed) % 8 != 0;
 }
+
+/* Block p (a slice start), `bytes` long, went out plain, from memory not
+ * resident before: the next allocation of its kind judges it. */
+static void use_probe(use_record_t *u, const void *p, size_t bytes) {
+  size_t pages = (bytes + HAK_OS_PAGE - 1) / HAK_OS_PAGE;
+  atomic_store_explicit(&u->probe, (uintptr_t)p | (pages < USE_PROBE_PAGES ? pages : USE_PROBE_PAGES),
+                        memory_order_relaxed);
+}
+
+bool hak_medium_use_is_dense(void) { return use_is_dense(&medium_use); }
+void hak_medium_use_probe(const hak_page_t *page) { use_probe(&medium_use, hak_page_area(page), page->block_size); }
 
 /* calloc's zeroing of a new large block: its dirty slices hold old bytes
  * (memset); the others read as zero already (populated if `dense`, which
  * is -1 until asked). The slices' marks still tell their state before the
  * block was taken. Returns `dense`. */
-static int large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty, int dense) {
-  if (dirty && hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE) {   /* purged slices may read old bytes */
+static int large_zero(hak_page_t *span, uint8_t *p, size_t size, int dense) {
+  if (hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE) {   /* purged slices may read old bytes */
     memset(p, 0, size);
     return dense;
   }
@@ -659,7 +688,7 @@ static int large_zero(hak_page_t *span, uint8_t *p, size_t size, bool dirty, int
       memset(p + from, 0, to - from);
       continue;
     }
-    if (dense < 0) dense = large_use_is_dense();
+    if (dense < 0) dense = use_is_dense(&large_use);
     if (dense) hak_os_populate(p + from, to - from);
   }
   return dense;
@@ -677,8 +706,8 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
 #else
   size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
 #endif
-  bool dirty;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, false, &dirty);
+  bool resident;
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, false, &resident);
   if (span == NULL) return NULL;
 #if HAKMEM_SECURE
   span->block_size = (uint32_t)block;
@@ -690,11 +719,10 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
   int dense = -1;   /* not asked yet */
-  if (span->block_size >= HAK_THP_SIZE && hak_option(HAK_OPT_HUGE_PAGES)) dense = large_use_is_dense();
+  if (span->block_size >= HAK_THP_SIZE && hak_option(HAK_OPT_HUGE_PAGES)) dense = use_is_dense(&large_use);
   span->huge_pages = dense > 0 && hak_os_huge_pages(p, span->block_size, true);
-  if (zero) dense = large_zero(span, p, size, dirty, dense);
-  if (!dirty && dense == 0)   /* plain, and not resident before: its use will tell */
-    atomic_store_explicit(&large_probe, (uintptr_t)p | ((size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT), memory_order_relaxed);
+  if (zero) dense = large_zero(span, p, size, dense);
+  if (!resident && dense == 0) use_probe(&large_use, p, size);   /* plain, and not resident before: its use will tell */
 #if HAKMEM_SECURE
   hak_secure_guard(p + span->block_size, true);   /* after zeroing: populate stops short of it anyway */
 #endif
@@ -707,7 +735,7 @@ void hak_large_free(hak_page_t *span) {
 #endif
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), span->block_size, false);   /* (see large_use_is_dense) */
+  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), span->block_size, false);   /* (see use_record_t) */
   hak_span_free(span);
 }
 

@@ -1,18 +1,26 @@
-/* Transparent huge pages for large blocks (src/segment.c): a block of
- * 2 MiB and more is advised for them (MADV_HUGEPAGE, which the kernel
- * shows as "hg" in the block's VmFlags in /proc/self/smaps, whatever THP
- * mode it runs in) only while the program is seen to write most of its
- * large blocks, so
- *   - blocks touched a byte per MiB are never advised (under THP, one
+/* Transparent huge pages (src/segment.c): a large block of 2 MiB and more
+ * is advised for them (MADV_HUGEPAGE, which the kernel shows as "hg" in
+ * the block's VmFlags in /proc/self/smaps, whatever THP mode it runs in),
+ * and a page of medium blocks may advise the 2 MiB stretch it begins, only
+ * while the program is seen to write most of its blocks of that kind, so
+ *   - medium blocks written in their first bytes only never come resident
+ *     whole (they did when their pages advised their stretches unjudged:
+ *     2,000 blocks of 300 KB, 64 bytes written in each, made 600 MiB
+ *     resident);
+ *   - medium blocks written whole come in advised stretches, after a few;
+ *   - large blocks touched a byte per MiB are never advised (under THP, one
  *     touch would make 2 MiB resident);
- *   - blocks written whole are, after a few, all but the every-8th one
- *     (kept plain, to see whether use changes);
- *   - a freed block's memory loses the advice (it may become small pages);
+ *   - large blocks written whole are, after a few, all but the every-8th
+ *     one (kept plain, to see whether use changes);
+ *   - a freed large block's memory loses the advice (it may become small
+ *     pages);
  *   - with HAKMEM_HUGE_PAGES=0, nothing is ever advised.
  * The policy is process-wide, so the cases run in this order, in a
  * threaded process: the freed blocks of one case are purged on time (by
  * the purger) before the next takes memory that must never have been
- * touched, to be judged. */
+ * touched, to be judged. Stretches are advised only in memory never
+ * touched, once the program has had 32 MiB committed, and not where the
+ * kernel's THP mode is "never": the dense medium case comes first. */
 #include "hak_test.h"
 
 #define BLOCK (4 * MiB)   /* holds a whole 2 MiB stretch wherever it starts */
@@ -48,6 +56,59 @@ static bool huge_pages_on(void)
 {
     const char *v = getenv("HAKMEM_HUGE_PAGES");
     return v == NULL || strcmp(v, "0") != 0;
+}
+
+/* Whether the kernel backs advised memory with huge pages at all. */
+static bool thp_possible(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f == NULL) return false;
+    char mode[128] = "";
+    bool never = fgets(mode, sizeof mode, f) == NULL || strstr(mode, "[never]") != NULL;
+    fclose(f);
+    return !never;
+}
+
+enum { MEDIUM = 300 * 1000 };   /* a page of its own (blocks of 256 KiB and more) */
+
+/* 200 medium blocks written whole and kept (60 MB, past the 32 MiB from
+ * which stretches are advised): the later ones lie in advised stretches. */
+static void dense_medium_blocks_come_advised(void)
+{
+    enum { BLOCKS = 200, LATER = 64 };
+    static char *b[BLOCKS];
+    int advised_later = 0;
+    for (int i = 0; i < BLOCKS; i++) {
+        b[i] = malloc(MEDIUM);
+        CHECK(b[i] != NULL);
+        memset(b[i], 0x5a, MEDIUM);
+        if (i >= BLOCKS - LATER && advised(b[i])) advised_later++;
+    }
+    for (int i = 0; i < BLOCKS; i++) free(b[i]);
+    printf("     of the last %d dense medium blocks, %d lie in advised stretches\n", LATER, advised_later);
+    if (!huge_pages_on())
+        CHECKF(advised_later == 0, "%d medium blocks advised with HAKMEM_HUGE_PAGES=0", advised_later);
+    else if (thp_possible())
+        CHECKF(advised_later >= LATER / 2, "only %d of %d dense medium blocks advised", advised_later, LATER);
+}
+
+/* 2,000 medium blocks (600 MB), 64 bytes written in each: what is resident
+ * is about what was touched, a 4 KiB page a block. */
+static void sparse_medium_blocks_stay_small(void)
+{
+    enum { BLOCKS = 2000 };
+    static char *b[BLOCKS];
+    size_t before = hak_rss_bytes();
+    for (int i = 0; i < BLOCKS; i++) {
+        b[i] = malloc(MEDIUM);
+        CHECK(b[i] != NULL);
+        memset(b[i], 0x5a, 64);
+    }
+    size_t grown = hak_rss_bytes() - before;
+    for (int i = 0; i < BLOCKS; i++) free(b[i]);
+    malloc_trim(0);   /* (purged now: the large blocks that follow are judged from memory not resident) */
+    printf("     %d medium blocks, 64 bytes written in each: RSS +%zu MiB\n", BLOCKS, grown / MiB);
+    CHECKF(grown < 64 * MiB, "RSS grew %zu MiB for %d sparsely used medium blocks", grown / MiB, BLOCKS);
 }
 
 /* 16 blocks, a byte written per MiB, all kept: none is advised. */
@@ -93,6 +154,8 @@ int main(void)
 {
     hak_test_begin("test_huge_pages");
     hak_become_threaded();
+    RUN_CASE(dense_medium_blocks_come_advised);
+    RUN_CASE(sparse_medium_blocks_stay_small);
     RUN_CASE(sparse_blocks_stay_small);
     RUN_CASE(dense_blocks_come_advised);
     return 0;
