@@ -117,20 +117,25 @@ static HAK_NOINLINE void *page_pop_counted(hak_page_t *page, hak_heap_t *heap, s
   return b;
 }
 
-/* Under a tool, a large or huge block is handed out to the tool before it
- * is zeroed, so the tool sees the zeroing as the program's. */
-static HAK_NOINLINE void *beyond_classes_tracked(size_t size, size_t align, hak_heap_t *heap, bool zero) {
-  void *p = align == 0 && size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, false) : hak_huge_alloc(size, align, false);
-  hak_track_handout(p, size, false);
-  if (zero && p != NULL) memset(p, 0, size);
+/* A large block (a span of one of the heap's arena's segments, placed on
+ * `align`, 0 or a power of two) if one that size fits a segment there,
+ * else a huge block. Under a tool, the block is handed out to the tool
+ * before it is zeroed, so the tool sees the zeroing as the program's. */
+static void *beyond_classes(size_t size, size_t align, hak_heap_t *heap, bool zero) {
+  bool tracked = hak_unlikely(hak_tracking);
+  void *p = align <= HAK_HUGE_ALIGN_MAX && size <= hak_large_max(align) ? hak_large_alloc(heap, size, align, zero && !tracked)
+                                                                        : hak_huge_alloc(size, align, zero && !tracked);
+  if (tracked) {
+    hak_track_handout(p, size, false);
+    if (zero && p != NULL) memset(p, 0, size);
+  }
   return p;
 }
 
-/* A large or huge block. */
-static HAK_NOINLINE void *malloc_beyond_classes(size_t size, hak_heap_t *heap, bool zero) {
+/* A large or huge block, counted (HAKMEM_STATS) in its row (class 0). */
+static HAK_NOINLINE void *malloc_beyond_classes(size_t size, size_t align, hak_heap_t *heap, bool zero) {
   if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
-  if (hak_unlikely(hak_tracking)) return beyond_classes_tracked(size, 0, heap, zero);
-  return size <= HAK_LARGE_MAX ? hak_large_alloc(heap, size, zero) : hak_huge_alloc(size, 0, zero);
+  return beyond_classes(size, align, heap, zero);
 }
 
 /* A block of a page in the heap's queue, so owned by it. */
@@ -162,7 +167,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
     heap->slow_mallocs++;   /* (the foreign cache's window, free.c) */
 #endif
   }
-  if (size > HAK_MEDIUM_MAX || (zero && size >= HAK_CALLOC_SPAN_MIN)) return malloc_beyond_classes(size, heap, zero);
+  if (size > HAK_MEDIUM_MAX || (zero && size >= HAK_CALLOC_SPAN_MIN)) return malloc_beyond_classes(size, 0, heap, zero);
   size_t bin = hak_heap_bin_of(heap, size);
 #if !HAKMEM_SECURE
   if (heap->keeps_foreign && bin < HAK_FOREIGN_BINS && hak_foreign_drained(&heap->foreign[bin])) hak_heap_foreign_reset(heap, bin);
@@ -205,25 +210,28 @@ size_t hak_aligned_request(size_t size, size_t align) {
   return request > HAK_MEDIUM_MAX ? request : hak_align_up(request, align);
 }
 
-/* An aligned huge or giant block, counted (HAKMEM_STATS) in the row its
- * free is counted in (free.c, free_searched), on the thread's own heap,
- * made now if it has none, as a free's is. */
-static HAK_NOINLINE void count_aligned_huge(void) {
-  hak_heap_t *heap = hak_heap_get(), *counted = heap != &hak_heap_empty ? heap : hak_heap_thread_init();
-  if (counted == NULL) return;
-  hak_counter_inc(&counted->stats[0].allocs);
-  if (counted != heap) hak_heap_release(counted);
+/* A block aligned beyond a slice, or too large for the classes: a large
+ * block placed on its alignment (an arena's span, as any large block: a
+ * mapping each, as it was, made 80,000 blocks of 100 bytes aligned to 128
+ * KiB hit the kernel's limit of mappings) or a huge one, on the thread's
+ * heap, made now if it has none, as malloc makes one for a block beyond
+ * the small sizes. */
+static HAK_NOINLINE void *alloc_aligned_beyond(size_t request, size_t align, bool zero) {
+  hak_heap_t *heap = hak_heap_get(), *own = heap;
+  if (heap == &hak_heap_empty && (own = hak_heap_thread_init()) == NULL) { errno = ENOMEM; return NULL; }
+  void *p = malloc_beyond_classes(request, align, own, zero);
+  if (own != heap) {
+    hak_heap_release(own);
+    hak_purger_consider_start();   /* (not under the shared heap's lock: malloc_without_heap) */
+  }
+  return p;
 }
 
 static void *alloc_aligned(size_t align, size_t size, bool zero) {
   if (align <= HAK_ALIGN) return zero ? hak_calloc(1, size) : hak_malloc(size);
   if (align <= HAK_SLICE_SIZE && size <= HAK_LARGE_MAX)
     return HAK_HANDOUT(hak_malloc_generic(hak_aligned_request(size, align), hak_heap_get(), zero), size);
-  if (hak_unlikely(hak_owner_counted)) count_aligned_huge();
-  size_t request = HAK_REQUEST(size > 0 ? size : 1);   /* (huge: the mapping is aligned) */
-  void *p = hak_unlikely(hak_tracking) ? beyond_classes_tracked(request, align, NULL, zero)
-                                       : hak_huge_alloc(request, align, zero);
-  return HAK_HANDOUT(p, size);
+  return HAK_HANDOUT(alloc_aligned_beyond(HAK_REQUEST(size > 0 ? size : 1), align, zero), size);
 }
 
 static bool is_power_of_two(size_t x) { return x != 0 && (x & (x - 1)) == 0; }

@@ -346,7 +346,7 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
   uint64_t *paged = &heap->paged_bins[bin / 64], bit = (uint64_t)1 << (bin % 64);
   bool medium = hak_bin_size(bin) > HAK_SMALL_MAX, sparse = shared || !(*paged & bit), resident;
   if (medium && !sparse) sparse = !hak_medium_use_is_dense();
-  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), HAK_SPAN_PAGE, sparse, &resident);
+  page = hak_span_alloc(heap->arena, hak_page_slices_for(bin), 1, HAK_SPAN_PAGE, sparse, &resident);
   if (page == NULL) return NULL;
   *paged |= bit;
   hak_page_init(heap, page, bin);

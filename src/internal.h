@@ -420,6 +420,13 @@ typedef struct hak_segment_s {
 #define HAK_META_SLICES ((sizeof(hak_segment_t) + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE)
 #define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
 #define HAK_LARGE_MAX   (HAK_SEGMENT_SIZE - HAK_META_SIZE)   /* largest block in arena segments */
+/* The largest block in arena segments that starts on `align` (0 or a power
+ * of two up to HAK_HUGE_ALIGN_MAX): its span starts on the first slice so
+ * aligned past the header. */
+static inline size_t hak_large_max(size_t align) {
+  size_t align_slices = align > HAK_SLICE_SIZE ? align / HAK_SLICE_SIZE : 1;
+  return (HAK_SLICES - hak_align_up(HAK_META_SLICES, align_slices)) * HAK_SLICE_SIZE;
+}
 
 /* One entry per possible segment of the 48-bit address space: the segment
  * while it is mapped, else NULL. free() validates any pointer and finds its
@@ -872,7 +879,8 @@ HAK_INTERNAL void hak_arenas_init(void);
 HAK_INTERNAL unsigned hak_arena_count(void);
 HAK_INTERNAL hak_arena_t *hak_arena_for_new_heap(void);
 HAK_INTERNAL hak_arena_t *hak_arena_first(void);
-HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8_t kind, bool sparse, bool *resident);
+HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, size_t align, uint8_t kind, bool sparse,
+                                        bool *resident);
 /* Whether the program is seen to use its medium blocks densely (a new
  * page of them may then begin a huge-page stretch), and the page whose
  * first block, handed out plain from memory not resident before, is to be
@@ -880,7 +888,7 @@ HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, uint8
 HAK_INTERNAL bool hak_medium_use_is_dense(void);
 HAK_INTERNAL void hak_medium_use_probe(const hak_page_t *page);
 HAK_INTERNAL void hak_span_free(hak_page_t *page);
-HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero);
+HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero);
 HAK_INTERNAL void  hak_large_free(hak_page_t *span);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
 HAK_INTERNAL uint64_t hak_arena_purge_due(hak_arena_t *a, uint64_t now, bool wait);

@@ -446,11 +446,23 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
  * made producer/consumer rounds hold a growing heap of dirty spans. A
  * `sparse` page takes a span not all dirty in a huge-page stretch only if
  * no other fits: its first touch would make 2 MiB resident. */
-static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
+/* The slices of free span s before the first run of n slices in it that
+ * starts on a multiple of `align` slices (a power of two; 1: none), or
+ * SIZE_MAX if none fits in it. (Segments are aligned beyond any `align`.) */
+static size_t span_align_skip(const hak_page_t *s, size_t n, size_t align) {
+  size_t first = slice_index(s), start = (first + align - 1) & ~(align - 1);
+  return start - first + n <= s->slice_count ? start - first : SIZE_MAX;
+}
+
+static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, size_t align, bool sparse) {
   hak_page_t *fit = NULL, *huge_fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
     for (hak_page_t *s = a->spans[b]; s != NULL; s = s->next) {
       if (s->slice_count < n) continue;
+      if (align > 1) {   /* (an aligned large block: the first that holds one) */
+        if (span_align_skip(s, n, align) != SIZE_MAX) return s;
+        continue;
+      }
       if (s->dirty_slices >= n && slices_count(s, n, HAK_SLICE_DIRTY) == n) return s;
       if (sparse && hak_slices_in_huge_stretch(hak_segment_of(s), slice_index(s), n)) {
         if (huge_fit == NULL) huge_fit = s;
@@ -465,14 +477,14 @@ static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, bool sparse) {
  * (address space or commit limit), once more after hakmem gave back what
  * it keeps cached (hak_memory_short; the lock let go meanwhile, so a span
  * freed then is taken too). */
-static hak_page_t *arena_grow(hak_arena_t *a, size_t slices, bool sparse) {
+static hak_page_t *arena_grow(hak_arena_t *a, size_t slices, size_t align, bool sparse) {
   int saved = errno;
-  if (segment_new(a) != NULL) return arena_find_span(a, slices, sparse);
+  if (segment_new(a) != NULL) return arena_find_span(a, slices, align, sparse);
   hak_unlock(&a->lock);
   hak_memory_short();
   hak_lock(&a->lock);
-  hak_page_t *span = arena_find_span(a, slices, sparse);
-  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices, sparse);
+  hak_page_t *span = arena_find_span(a, slices, align, sparse);
+  if (span == NULL && segment_new(a) != NULL) span = arena_find_span(a, slices, align, sparse);
   if (span != NULL) errno = saved;   /* (the first refusal set it) */
   return span;
 }
@@ -491,9 +503,10 @@ void hak_arenas_release_empty(void) {
   }
 }
 
-/* Take a span of `slices` slices for a page or a large block (`kind`).
- * Returns its descriptor, with slice_count and span_kind set and every
- * slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
+/* Take a span of `slices` slices for a page or a large block (`kind`),
+ * starting on a multiple of `align` slices (a power of two; 1: anywhere;
+ * at most HAK_SLICES / 2). Returns its descriptor, with slice_count and
+ * span_kind set and every slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
  * (a heap's first of its class), which advises no huge-page stretch and
  * keeps out of those not resident where it can (arena_find_span).
  * `resident` (may be NULL): whether any of its memory may be resident
@@ -505,19 +518,24 @@ void hak_arenas_release_empty(void) {
  * an advised stretch is judged as before it came to be said so.) In the
  * secure variant a page's span ends in a guard page, possibly one an
  * earlier page left, and a large block's holds none (secure.c). */
-hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool sparse, bool *resident) {
+hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, size_t align, uint8_t kind, bool sparse,
+                           bool *resident) {
+  hak_assert(align > 0 && (align & (align - 1)) == 0 && align <= HAK_SLICES / 2);
   hak_lock(&a->lock);
-  hak_page_t *span = arena_find_span(a, slices, sparse);
-  if (span == NULL) span = arena_grow(a, slices, sparse);
+  hak_page_t *span = arena_find_span(a, slices, align, sparse);
+  if (span == NULL) span = arena_grow(a, slices, align, sparse);
   if (span == NULL) { hak_unlock(&a->lock); errno = ENOMEM; return NULL; }
 
   span_remove(a, span);
   size_t have = span->slice_count, free_dirty = span->dirty_slices;
   uint64_t purge_at = span->purge_at;
+  /* The slices before an aligned start stay free; so do those before a
+   * page placed to end on a slice that has a guard already (the secure
+   * variant, secure.c). */
+  size_t skip = span_align_skip(span, slices, align);
 #if HAKMEM_SECURE
-  /* A page placed to end on a slice that has a guard already (secure.c):
-   * the slices before it stay free. */
-  size_t skip = kind == HAK_SPAN_PAGE ? hak_secure_page_offset(span, slices, have) : 0;
+  if (kind == HAK_SPAN_PAGE) skip = hak_secure_page_offset(span, slices, have);
+#endif
   if (skip > 0) {
     size_t skipped_dirty = slices_count(span, skip, HAK_SLICE_DIRTY);
     span_insert(a, span, skip, skipped_dirty, purge_at);
@@ -525,7 +543,6 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, uint8_t kind, bool spa
     have -= skip;
     free_dirty -= skipped_dirty;
   }
-#endif
   size_t taken_dirty = slices_count(span, slices, HAK_SLICE_DIRTY);
   if (have > slices) span_insert(a, span + slices, have - slices, free_dirty - taken_dirty, purge_at);
   /* Purged memory taken back: maybe the purge came too early (purge.c). */
@@ -694,7 +711,7 @@ static int large_zero(hak_page_t *span, uint8_t *p, size_t size, int dense) {
   return dense;
 }
 
-void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
+void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
 #if HAKMEM_SECURE
   /* The block ends at the OS page that ends its request, and the page after
    * it is a guard page (secure.h), inaccessible until the block is freed;
@@ -702,12 +719,13 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, bool zero) {
    * fit an arena segment is huge. */
   size_t block = hak_align_up(size, HAK_OS_PAGE);
   size_t slices = (block + HAK_GUARD_SIZE + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
-  if (slices > HAK_SLICES - HAK_META_SLICES) return hak_huge_alloc(size, 0, zero);
+  if (slices > hak_large_max(align) >> HAK_SLICE_SHIFT) return hak_huge_alloc(size, align, zero);
 #else
   size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
 #endif
   bool resident;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, HAK_SPAN_LARGE, false, &resident);
+  size_t align_slices = align > HAK_SLICE_SIZE ? align >> HAK_SLICE_SHIFT : 1;
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, align_slices, HAK_SPAN_LARGE, false, &resident);
   if (span == NULL) return NULL;
 #if HAKMEM_SECURE
   span->block_size = (uint32_t)block;

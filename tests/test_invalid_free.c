@@ -127,12 +127,13 @@ static void usable_size_interior(void)
     printf("%zu\n", malloc_usable_size(p + 16));
 }
 
-/* An aligned request beyond a slice maps a small huge segment; the segment
- * map marks its whole 32 MiB, where the OS may later place other mappings.
- * A pointer into one of those is foreign, not a crash (issue #7.6). */
+/* A huge block shrunk by realloc keeps a small mapping (mremap in place);
+ * the segment map marks its whole 32 MiB, where the OS may later place
+ * other mappings. A pointer into one of those is foreign, not a crash
+ * (issue #7.6). */
 static void free_foreign_next_to_small_huge_segment(void)
 {
-    void *p = aligned_alloc(128 * KiB, 4096);
+    void *p = realloc(malloc(40 * MiB), 2 * MiB);
     CHECK(p != NULL);
     uintptr_t base = (uintptr_t)p & ~((uintptr_t)32 * MiB - 1);
     char *other = MAP_FAILED;

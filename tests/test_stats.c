@@ -5,13 +5,13 @@
  * With HAKMEM_STATS set, in the class of SIZE: a thread allocates N blocks,
  * frees the quarter it allocated last itself (local frees: its first few
  * blocks come from the shared heap, whose frees are cross-thread) and
- * exits; main frees the rest (cross-thread frees). One large block (a span
- * of an arena segment) and three huge blocks too, which the report counts
- * apart: one of malloc's (a segment of its own), one aligned beyond a
- * slice (a segment of its own too, through the aligned path) and one
- * aligned beyond a segment (a giant block, a mapping of its own); each
- * of the last two was once left out of some count (their allocations, the
- * giant's bytes). The text report is printed twice on stderr:
+ * exits; main frees the rest (cross-thread frees). Two large blocks (spans
+ * of an arena segment) and two huge blocks too, which the report counts
+ * apart: a large block of malloc's, one aligned beyond a slice (a span
+ * placed on its alignment, through the aligned path), a huge block of
+ * malloc's (a segment of its own) and one aligned beyond a segment (a
+ * giant block, a mapping of its own); each of the aligned two was once
+ * left out of some count (their allocations, the giant's bytes). The text report is printed twice on stderr:
  * after "report held", while they are live, and at the end. */
 #include "hak_test.h"
 
@@ -71,8 +71,8 @@ int main(void)
     char *huge = malloc(HUGE_SIZE);
     CHECK(huge != NULL);
     memset(huge, 1, HUGE_SIZE);
-    char *aligned_huge = aligned_alloc(MiB, ALIGNED_SIZE), *giant = aligned_alloc(64 * MiB, ALIGNED_SIZE);
-    CHECK(aligned_huge != NULL && giant != NULL);
+    char *aligned_large = aligned_alloc(MiB, ALIGNED_SIZE), *giant = aligned_alloc(64 * MiB, ALIGNED_SIZE);
+    CHECK(aligned_large != NULL && giant != NULL);
     snapshot("held");
     fprintf(stderr, "report held\n");
     fflush(stderr);
@@ -99,7 +99,7 @@ int main(void)
     }
     free(large);
     free(huge);
-    free(aligned_huge);
+    free(aligned_large);
     free(giant);
     snapshot("freed");
     print_report();   /* the text report, on stderr */

@@ -24,7 +24,7 @@ static void check_page_span(hak_page_t *span, size_t slices) {
 
 static void segments_are_aligned_and_mapped(void) {
   for (size_t n = 1; n <= HAK_PAGE_MAX_SLICES; n *= 2) {
-    hak_page_t *span = hak_span_alloc(&arena, n, HAK_SPAN_PAGE, false, NULL);
+    hak_page_t *span = hak_span_alloc(&arena, n, 1, HAK_SPAN_PAGE, false, NULL);
     CHECKF(span != NULL, "span of %zu", n);
     check_page_span(span, n);
     hak_span_free(span);
@@ -32,13 +32,13 @@ static void segments_are_aligned_and_mapped(void) {
 }
 
 static void free_spans_coalesce(void) {
-  hak_page_t *a = hak_span_alloc(&arena, 3, HAK_SPAN_PAGE, false, NULL), *b = hak_span_alloc(&arena, 5, HAK_SPAN_PAGE, false, NULL), *c = hak_span_alloc(&arena, 2, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *a = hak_span_alloc(&arena, 3, 1, HAK_SPAN_PAGE, false, NULL), *b = hak_span_alloc(&arena, 5, 1, HAK_SPAN_PAGE, false, NULL), *c = hak_span_alloc(&arena, 2, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(hak_segment_of(a) == hak_segment_of(c), "one segment");
   CHECKF(b == a + 3 && c == b + 5, "spans are carved in order");
   hak_span_free(b);
   hak_span_free(a);
   hak_span_free(c);
-  hak_page_t *all = hak_span_alloc(&arena, 10, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *all = hak_span_alloc(&arena, 10, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
   check_page_span(all, 10);
   hak_span_free(all);
@@ -49,7 +49,7 @@ static void empty_segments_beyond_a_few_are_released(void) {
   hak_page_t *whole[N];
   size_t big = HAK_SLICES - HAK_META_SLICES;   /* a whole segment each */
   for (int i = 0; i < N; i++) {
-    whole[i] = hak_span_alloc(&arena, big, HAK_SPAN_PAGE, false, NULL);
+    whole[i] = hak_span_alloc(&arena, big, 1, HAK_SPAN_PAGE, false, NULL);
     CHECKF(whole[i] != NULL, "segment %d", i);
   }
   CHECKF(arena.segment_count >= N, "%zu segments", arena.segment_count);
@@ -77,6 +77,33 @@ static void large_blocks_are_spans(void) {
   CHECKF(q == p, "the freed span is reused (got %p, freed %p)", (void *)q, (void *)p);
   for (size_t i = 0; i < (3u << 20); i++) CHECKF(q[i] == 0, "calloc byte %zu", i);
   hak_free(q);
+}
+
+/* Spans placed on an alignment of several slices (large blocks aligned
+ * beyond a slice): each starts on it, the slices skipped before it stay
+ * a free span, and the biggest one hak_large_max
+ * allows for the alignment fits a segment. */
+static void aligned_spans_start_on_their_alignment(void) {
+  const size_t aligns[] = { 2, 4, 16, 32, HAK_SLICES / 2 };
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    size_t a = aligns[i];
+    hak_page_t *before = hak_span_alloc(&arena, 1, 1, HAK_SPAN_PAGE, false, NULL);   /* (the next free slice is unaligned) */
+    hak_page_t *span = hak_span_alloc(&arena, 3, a, HAK_SPAN_LARGE, false, NULL);
+    CHECKF(span != NULL && span->span_kind == HAK_SPAN_LARGE && span->slice_count == 3, "aligned span of %zu", a);
+    uintptr_t area = (uintptr_t)hak_page_area(span);
+    CHECKF(area % (a * HAK_SLICE_SIZE) == 0, "span at %p, not on %zu slices", (void *)area, a);
+    if (hak_segment_of(span) == hak_segment_of(before) && span > before + 1)
+      CHECKF(before[1].span_kind == HAK_SPAN_FREE && before + 1 + before[1].slice_count == span,
+             "the %td slices skipped before the span on %zu are a free span", span - before - 1, a);
+    hak_span_free(span);
+    hak_span_free(before);
+    size_t most = hak_large_max(a * HAK_SLICE_SIZE) / HAK_SLICE_SIZE;
+    hak_page_t *biggest = hak_span_alloc(&arena, most, a, HAK_SPAN_LARGE, false, NULL);
+    CHECKF(biggest != NULL && (uintptr_t)hak_page_area(biggest) % (a * HAK_SLICE_SIZE) == 0,
+           "%zu slices on %zu", most, a);
+    hak_span_free(biggest);
+  }
+  hak_arena_purge_all(&arena);
 }
 
 static void huge_blocks_honour_alignment(void) {
@@ -137,12 +164,12 @@ static void page_span_refaults_raise_the_purge_delay(void) {
     return;
   }
   enum { SLICES = 8 };
-  hak_page_t *span = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *span = hak_span_alloc(&arena, SLICES, 1, HAK_SPAN_PAGE, false, NULL);
   memset(hak_page_area(span), 1, SLICES * HAK_SLICE_SIZE);
   hak_span_free(span);
   hak_arena_purge_all(&arena);
   CHECKF(arena.clock.delay == base, "delay %llu before any refault", (unsigned long long)arena.clock.delay);
-  hak_page_t *again = hak_span_alloc(&arena, SLICES, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *again = hak_span_alloc(&arena, SLICES, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(again == span, "the purged span was taken back");
   CHECKF(arena.clock.delay == 2 * base, "delay %llu after a refault, want %llu", (unsigned long long)arena.clock.delay,
          (unsigned long long)(2 * base));
@@ -173,7 +200,7 @@ static void huge_page_stretches(void) {
   if (!huge_stretches_testable()) return;
   enum { SPAN = 16, FILL = 40, N = 9 };   /* spans of 1 MiB */
   hak_page_t *fill[FILL];
-  for (int i = 0; i < FILL; i++) fill[i] = hak_span_alloc(&arena, SPAN, HAK_SPAN_PAGE, false, NULL);
+  for (int i = 0; i < FILL; i++) fill[i] = hak_span_alloc(&arena, SPAN, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(atomic_load(&hak_stat_committed_peak) >= ((int64_t)32 << 20), "committed peak %lld",
          (long long)atomic_load(&hak_stat_committed_peak));
   for (int i = 0; i < FILL; i++) hak_span_free(fill[i]);
@@ -185,7 +212,7 @@ static void huge_page_stretches(void) {
   hak_purge_clock_init(&thp_arena.clock);
   hak_page_t *s[N];
   for (int i = 0; i < N; i++) {
-    s[i] = hak_span_alloc(&thp_arena, SPAN, HAK_SPAN_PAGE, false, NULL);
+    s[i] = hak_span_alloc(&thp_arena, SPAN, 1, HAK_SPAN_PAGE, false, NULL);
     memset(hak_page_area(s[i]), 1, SPAN * HAK_SLICE_SIZE);
   }
   hak_segment_t *seg = hak_segment_of(s[0]);
@@ -241,10 +268,10 @@ static void sparse_pages_stay_out_of_huge_stretches(void) {
   hak_purge_clock_init(&sa.clock);
   size_t m = HAK_META_SLICES, st = HAK_STRETCH_SLICES;
   /* Stretch 0's pages (sparse), then stretches 1, 2 and 3 taken whole. */
-  hak_page_t *head = hak_span_alloc(&sa, st - m, HAK_SPAN_PAGE, true, NULL);
-  hak_page_t *one = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, true, NULL);
-  hak_page_t *two = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, false, NULL);
-  hak_page_t *three = hak_span_alloc(&sa, st, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *head = hak_span_alloc(&sa, st - m, 1, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *one = hak_span_alloc(&sa, st, 1, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *two = hak_span_alloc(&sa, st, 1, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *three = hak_span_alloc(&sa, st, 1, HAK_SPAN_PAGE, false, NULL);
   hak_segment_t *seg = hak_segment_of(head);
   CHECKF(head == &seg->pages[m] && one == head + (st - m) && two == one + st && three == two + st, "carved in order");
   CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2) && stretch_huge(seg, 3),
@@ -255,8 +282,8 @@ static void sparse_pages_stay_out_of_huge_stretches(void) {
          two->dirty_slices, two->slice_count, seg->huge_stretches);
   /* Both fit in stretch 2 (the smaller span) or in the fresh rest of the
    * segment, past stretch 3. */
-  hak_page_t *sparse = hak_span_alloc(&sa, st / 2, HAK_SPAN_PAGE, true, NULL);
-  hak_page_t *dense = hak_span_alloc(&sa, st / 2, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *sparse = hak_span_alloc(&sa, st / 2, 1, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *dense = hak_span_alloc(&sa, st / 2, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(sparse == three + st && dense == two, "sparse took %+td, dense %+td (want %+td, %+td)", sparse - head,
          dense - head, three + st - head, two - head);
   /* The stretch purged whole lost its page table with its huge page: the
@@ -310,10 +337,10 @@ static void held_frees_in_huge_stretches_stay(void) {
   size_t m = HAK_META_SLICES, st = HAK_STRETCH_SLICES;
   /* Stretch 0's rest (sparse); stretch 1 begun by a dense page and filled;
    * stretch 2 begun by a sparse one (plain). */
-  hak_page_t *head = hak_span_alloc(&ha, st - m, HAK_SPAN_PAGE, true, NULL);
-  hak_page_t *huge = hak_span_alloc(&ha, 1, HAK_SPAN_PAGE, false, NULL);
-  hak_page_t *rest = hak_span_alloc(&ha, st - 1, HAK_SPAN_PAGE, false, NULL);
-  hak_page_t *plain = hak_span_alloc(&ha, 1, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *head = hak_span_alloc(&ha, st - m, 1, HAK_SPAN_PAGE, true, NULL);
+  hak_page_t *huge = hak_span_alloc(&ha, 1, 1, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *rest = hak_span_alloc(&ha, st - 1, 1, HAK_SPAN_PAGE, false, NULL);
+  hak_page_t *plain = hak_span_alloc(&ha, 1, 1, HAK_SPAN_PAGE, true, NULL);
   hak_segment_t *seg = hak_segment_of(head);
   CHECKF(huge == &seg->pages[st] && plain == &seg->pages[2 * st] && stretch_huge(seg, 1) && !stretch_huge(seg, 2),
          "set up: %+td, %+td, %#x", huge - seg->pages, plain - seg->pages, seg->huge_stretches);
@@ -347,6 +374,7 @@ int main(void) {
   RUN_CASE(free_spans_coalesce);
   RUN_CASE(empty_segments_beyond_a_few_are_released);
   RUN_CASE(large_blocks_are_spans);
+  RUN_CASE(aligned_spans_start_on_their_alignment);
   RUN_CASE(huge_blocks_honour_alignment);
   RUN_CASE(os_aligned_mappings_are_aligned);
   RUN_CASE(growing_large_blocks_become_huge);
