@@ -77,11 +77,12 @@ static HAK_NOINLINE void block_search(hak_op_t op, const void *p, hak_block_ref_
   uint8_t *area = hak_page_area(page);
   switch (page->span_kind) {
     case HAK_SPAN_HUGE:
-      if ((const uint8_t *)p != area) report(op, p, "not allocated by hakmem (inside a huge block)");
+      if ((const uint8_t *)p < area) report(op, p, "not allocated by hakmem (in a huge block's header)");
+      if ((const uint8_t *)p != area) report(op, p, "not the start of a block (a pointer inside a huge one)");
       ref->usable = hak_huge_usable_size(seg, page, p);
       return;
     case HAK_SPAN_LARGE:
-      if ((const uint8_t *)p != area) report(op, p, "not allocated by hakmem (inside a large block)");
+      if ((const uint8_t *)p != area) report(op, p, "not the start of a block (a pointer inside a large one)");
       ref->usable = page->block_size;
       return;
     case HAK_SPAN_FREE:

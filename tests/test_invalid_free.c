@@ -235,6 +235,18 @@ static void free_interior_medium(void)
     free(p + 16);
 }
 
+/* p + 16 of a large block (a span of its own) and of a huge one (a
+ * segment of its own): as of any block, "a pointer inside". */
+static void free_interior_of_size(size_t size)
+{
+    char *p = malloc(size);
+    CHECK(p != NULL);
+    hak_announce(p + 16);
+    free(p + 16);
+}
+static void free_interior_large(void) { free_interior_of_size(2 * MiB); }
+static void free_interior_huge(void) { free_interior_of_size(40 * MiB); }
+
 /* A double free of a block whose owner has exited: its page is abandoned
  * (no owner), and the first free publishes it. */
 static void *allocate_and_exit(void *arg)
@@ -293,6 +305,8 @@ static const struct misuse {
       "double free" },
     { "free of a block never carved, by another thread", free_never_carved_remote, "not allocated by hakmem" },
     { "free of p + 16 of a 12 KiB block", free_interior_medium, "pointer inside" },
+    { "free of p + 16 of a 2 MiB block", free_interior_large, "pointer inside" },
+    { "free of p + 16 of a 40 MiB block", free_interior_huge, "pointer inside" },
     { "double free of a 12 KiB block by another thread", double_free_medium_remote, "double free" },
     { "free of p + 16 of a 12 KiB block by another thread", free_interior_medium_remote, "pointer inside" },
     { "double free after the owner exited", double_free_after_owner_exit, "double free" },
