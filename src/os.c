@@ -26,9 +26,27 @@ static void *os_map(void *hint, size_t size) {
  * trimming (three system calls). */
 static _Atomic(uintptr_t) os_aligned_hint;
 
+/* No room for size + align bytes at once (an address-space limit, ulimit
+ * -v or -d): map `size` where the kernel puts it, and if that is not
+ * aligned, at the aligned address just below it. The kernel places a
+ * mapping at the top of the highest gap it fits, so the gap most likely
+ * goes on below it. (Older kernels take MAP_FIXED_NOREPLACE as a hint and
+ * may map elsewhere: that is undone.) */
+static void *os_map_aligned_tight(size_t size, size_t align) {
+  uint8_t *p = os_map(NULL, size);
+  if (p == NULL || ((uintptr_t)p & (align - 1)) == 0) return p;
+  munmap(p, size);
+  void *down = (void *)((uintptr_t)p & ~(uintptr_t)(align - 1));
+  void *q = mmap(down, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (q == down) return q;
+  if (q != MAP_FAILED) munmap(q, size);
+  return NULL;
+}
+
 /* Map `size` bytes aligned to `align` (a power of two ≥ the OS page). mmap
  * only promises 4 KiB alignment, so on a miss we reserve size + align and
- * unmap the ends. Returns NULL (errno ENOMEM) on failure. */
+ * unmap the ends (or, short of address space for that, os_map_aligned_tight).
+ * Returns NULL (errno ENOMEM) on failure. */
 void *hak_os_alloc_aligned(size_t size, size_t align) {
   if (size > SIZE_MAX - align) { errno = ENOMEM; return NULL; }
   int saved = errno;   /* left as it was on success (an allocation that succeeds does not set it) */
@@ -42,12 +60,16 @@ void *hak_os_alloc_aligned(size_t size, size_t align) {
     }
     if (p != NULL) munmap(p, size);
   }
-  uint8_t *raw = os_map(NULL, size + align);
-  if (raw == NULL) { errno = ENOMEM; return NULL; }
-  uint8_t *p = (uint8_t *)hak_align_up((uintptr_t)raw, align);
-  size_t head = (size_t)(p - raw), tail = align - head;
-  if (head) munmap(raw, head);
-  if (tail) munmap(p + size, tail);
+  uint8_t *raw = os_map(NULL, size + align), *p;
+  if (raw != NULL) {
+    p = (uint8_t *)hak_align_up((uintptr_t)raw, align);
+    size_t head = (size_t)(p - raw), tail = align - head;
+    if (head) munmap(raw, head);
+    if (tail) munmap(p + size, tail);
+  } else if ((p = os_map_aligned_tight(size, align)) == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
   atomic_store_explicit(&os_aligned_hint, (uintptr_t)p + hak_align_up(size, align), memory_order_relaxed);
   errno = saved;
   return p;
