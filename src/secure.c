@@ -962,10 +962,15 @@ size_t hak_secure_usable_size(const void *p) {
  * in place: it fits, without wasting half, and a large or huge block's
  * guard page would still follow the request's last OS page. (A large or
  * huge block shrunk by a page or more in place kept its guard at its old
- * end: a read a page past the new request went unseen.) */
+ * end: a read a page past the new request went unseen.) A giant block, a
+ * mapping of its own that ends at its last page, keeps to the same rule:
+ * shrunk in place, it kept pages past its request, and a slack too large
+ * for its canary (over 512 MiB: 1,280 MiB shrunk to 700) put the canary
+ * where an overflow does not reach, and made free_sized of the size asked
+ * a mismatch (an attack helper's program). */
 static bool fits_in_place(const hak_block_ref_t *ref, size_t need, size_t usable) {
   if (need > usable || need < usable / 2) return false;
-  return ref->seg == NULL || ref->page->span_kind == HAK_SPAN_PAGE || hak_align_up(need, HAK_OS_PAGE) >= usable;
+  return (ref->seg != NULL && ref->page->span_kind == HAK_SPAN_PAGE) || hak_align_up(need, HAK_OS_PAGE) >= usable;
 }
 
 /* Shrinks and small growth stay in place (with a new canary) where the

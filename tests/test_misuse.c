@@ -416,6 +416,19 @@ static void read_page_past_large_shrunk(void)
     read_page_past(p, LARGE);
 }
 
+/* A read a page past a giant block's request (aligned beyond 16 MiB: a
+ * mapping of its own, with no guard page) after realloc shrank it (8 to
+ * 5 MiB): the block moves to one with a guard page (it was shrunk in place,
+ * keeping the pages past its request, and a slack over 512 MiB put its
+ * canary short of the request: secure.c, fits_in_place). The default
+ * variant keeps it in place, the read landing in its own pages. */
+static void read_page_past_giant_shrunk(void)
+{
+    void *p = aligned_alloc(32 * MiB, 8 * MiB);
+    CHECK(p != NULL && (p = realloc(p, 5 * MiB)) != NULL);
+    read_page_past(p, 5 * MiB);
+}
+
 static void read_page_past_aligned_large(void)
 {
     hak_thread_own_heap();
@@ -494,6 +507,7 @@ static const struct misuse {
     { "read a page past the end, large", read_page_past_large, SECURE, NULL, 0 },
     { "read a page past the end, large shrunk by realloc", read_page_past_large_shrunk, SECURE, NULL, 0 },
     { "read a page past the end, large aligned to 64 KiB", read_page_past_aligned_large, SECURE, NULL, 0 },
+    { "read a page past the end, giant shrunk by realloc", read_page_past_giant_shrunk, SECURE, NULL, 0 },
     { "overflow to a page past the end, huge after realloc", overflow_page_huge_realloc, SECURE, NULL, DEFAULT },
     { "overflow by 1, huge after realloc", overflow_1_huge_realloc, SECURE, "heap overflow", 0 },
 #ifndef HAK_TEST_LIBC
@@ -666,6 +680,22 @@ static void handed_out_blocks_hide_their_links(void)
     }
 }
 
+/* Blocks that realloc shrank keep the size asked as theirs: their usable
+ * size, and the size free_sized must give (a giant block once kept its old
+ * pages and reported 805,310,457 bytes for 734,003,200 asked). */
+static void shrunk_blocks_keep_the_size_asked(void)
+{
+    const struct { size_t align, from, to; } cases[] = {
+        {0, 3 * MiB, 2 * MiB}, {0, 40 * MiB, 30 * MiB}, {32 * MiB, 8 * MiB, 5 * MiB}, {64 * MiB, 3 * MiB, 2 * MiB},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *p = cases[i].align ? aligned_alloc(cases[i].align, cases[i].from) : malloc(cases[i].from);
+        CHECK(p != NULL && (p = realloc(p, cases[i].to)) != NULL);
+        CHECK_EQ_SIZE(malloc_usable_size(p), cases[i].to);
+        hak_free_sized(p, cases[i].to);
+    }
+}
+
 /* A link forged with the page's secret (the strongest attacker: one who
  * learned it, and who writes the live block's first word as a link too,
  * the end of the list) to a live block of the same page: the link checks
@@ -746,6 +776,7 @@ int main(void)
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
     RUN_CASE(pattern_bytes_differ_between_processes);
     RUN_CASE(handed_out_blocks_hide_their_links);
+    RUN_CASE(shrunk_blocks_keep_the_size_asked);
     RUN_CASE(forged_link_to_a_live_block_is_stopped);
     RUN_CASE(forked_children_carve_apart);
 #endif
