@@ -651,10 +651,12 @@ static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable
 
 static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
   fill_t a, v = { freed_word, quarantine_tag(ks, p) };
+  uint8_t *later[QUARANTINE_FILL / 16 - 1];   /* where the last three vectors are */
+  for (size_t i = 0; i < QUARANTINE_FILL / 16 - 1; i++) later[i] = (uint8_t *)p + fill_at(usable, 16 * (i + 1));
   memcpy(&a, p, 16);
   bytes16_t same = (bytes16_t)a == (bytes16_t)v;
-  for (size_t at = 16; at < QUARANTINE_FILL; at += 16) {
-    memcpy(&a, (const uint8_t *)p + fill_at(usable, at), 16);
+  for (size_t i = 0; i < QUARANTINE_FILL / 16 - 1; i++) {
+    memcpy(&a, later[i], 16);
     same &= (bytes16_t)a == (bytes16_t)v;
   }
   if (hak_unlikely(!all_set(same))) {
@@ -665,7 +667,13 @@ static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, 
     release_zeroed(heap, p, usable);
     return;
   }
-  hak_free_released(p, heap);   /* (which replaces the quarantine tag) */
+  /* The tag leaves with the block (hak_free_released replaces the one in
+   * its second word): left in its later words, it would come back with
+   * the block, and a program that moved those over the second word (a
+   * memmove of a buffer it wrote in part) would make the block look
+   * quarantined, its free a double free (an attack helper's program). */
+  for (size_t i = 0; i < QUARANTINE_FILL / 16 - 1; i++) memcpy(later[i] + 8, &freed_word, 8);
+  hak_free_released(p, heap);
 }
 
 /* The oldest block out of a ring that has one: *p, its usable size. */

@@ -680,6 +680,29 @@ static void handed_out_blocks_hide_their_links(void)
     }
 }
 
+/* A block handed out again after the quarantine holds none of its tag: a
+ * program that moves the unwritten words of a block it got over its
+ * second word (a buffer shifted down with memmove, written in part) and
+ * frees it is not stopped as a double free. (The tag stayed in the fill's
+ * later words, which such a move brought back where the quarantine looks
+ * for it: an attack helper's program.) */
+static void handed_out_blocks_hold_no_quarantine_tag(void)
+{
+    enum { N = 64 };
+    char *p[N];
+    for (size_t size = 32; size <= 1000; size += 24) {
+        for (int round = 0; round < 2; round++) {   /* carved, then from a free list after the quarantine */
+            for (int i = 0; i < N; i++) CHECK((p[i] = malloc(size)) != NULL);
+            for (int i = 0; i < N; i++) {
+                size_t moved = size - 24 < 40 ? size - 24 : 40;
+                memmove(hak_opaque_ptr(p[i] + 8), p[i] + 24, moved);   /* words 3-7 over 1-5 */
+                free(p[i]);
+            }
+            for (int i = 0; i < 2 * HAK_QUARANTINE_SLOTS; i++) free(malloc(8));   /* out of the quarantine */
+        }
+    }
+}
+
 /* Blocks that realloc shrank keep the size asked as theirs: their usable
  * size, and the size free_sized must give (a giant block once kept its old
  * pages and reported 805,310,457 bytes for 734,003,200 asked). */
@@ -776,6 +799,7 @@ int main(void)
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
     RUN_CASE(pattern_bytes_differ_between_processes);
     RUN_CASE(handed_out_blocks_hide_their_links);
+    RUN_CASE(handed_out_blocks_hold_no_quarantine_tag);
     RUN_CASE(shrunk_blocks_keep_the_size_asked);
     RUN_CASE(forged_link_to_a_live_block_is_stopped);
     RUN_CASE(forked_children_carve_apart);
