@@ -244,9 +244,28 @@ bool hak_page_is_valid(const hak_page_t *page) {
 
 /* ------------------------------------------------------------ back to the arena */
 
+/* Every carved block of a page going back to its arena loses its free tag
+ * (all of them hold it: carved, or freed). The page's descriptor names the
+ * next page that starts on the same slice, so the tag would be that page's
+ * too; one of another class has its blocks elsewhere, and a block of it
+ * could hold the old tag in a later word: a program that moved that word,
+ * never written, over the block's second word (a memmove of a buffer it
+ * wrote in part) was stopped as a double free at its free. */
+static HAK_NO_ASAN void page_clear_tags(hak_page_t *page) {
+  uint8_t *area = hak_page_area(page);
+  size_t bs = page->block_size, capacity = __atomic_load_n(&page->capacity, __ATOMIC_RELAXED);
+  for (size_t k = 0; k < capacity; k++) {
+    hak_block_t *b = (hak_block_t *)(area + k * bs);
+    if (hak_unlikely(hak_tracking)) hak_track_open(b);
+    b->free_tag = 0;
+    if (hak_unlikely(hak_tracking)) hak_track_close(b);
+  }
+}
+
 /* A page with no live block goes back to its arena. */
 void hak_page_free_span(hak_page_t *page) {
   if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
+  page_clear_tags(page);
   page_clear_check(page);
   hak_page_set_owner(page, 0);   /* (0 outside pages: hak_slice_t) */
   hak_page_stat_inc(&hak_page_stats[page->bin].pages_freed);

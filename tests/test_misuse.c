@@ -541,6 +541,26 @@ static void every_misuse_is_stopped_where_promised(void)
     printf("   %s stopped %d of %d\n", VARIANT_NAME, stopped, total);
 }
 
+/* A correct program that moves words of a block it never wrote over its
+ * second word (a memmove of a buffer it wrote in part) and frees it is not
+ * stopped: no block handed out holds a free tag in a later word. (A page
+ * going back to its arena left one in each of its blocks, and the next
+ * page to start on that slice has the same tag: 16-byte blocks freed,
+ * then 64-byte ones taken there, held it in their fourth word, and such a
+ * move made the free a double free, in both variants.) */
+static void unwritten_words_moved_are_no_double_free(void)
+{
+    enum { N = 20000 };
+    static char *p[N];
+    for (int i = 0; i < N; i++) CHECK((p[i] = malloc(16)) != NULL);
+    for (int i = 0; i < N; i++) free(p[i]);
+    for (int i = 0; i < N; i++) CHECK((p[i] = malloc(64)) != NULL);
+    for (int i = 0; i < N; i++) {
+        memmove(hak_opaque_ptr(p[i] + 8), p[i] + 24, 8);   /* the fourth word, never written, over the second */
+        free(p[i]);
+    }
+}
+
 #ifdef HAK_TEST_SECURE
 /* HAKMEM_ZERO_ON_FREE=1: a block freed with data in it comes back zeroed
  * (past the two words the free list uses), wherever malloc finds it. */
@@ -794,6 +814,7 @@ int main(void)
     hak_test_begin("test_misuse (" VARIANT_NAME ")");
     RUN_CASE(every_misuse_is_stopped_where_promised);
     RUN_CASE(sized_deletes_of_the_size_allocated_pass);
+    RUN_CASE(unwritten_words_moved_are_no_double_free);
 #ifdef HAK_TEST_SECURE
     if (getenv("HAKMEM_ZERO_ON_FREE") != NULL) RUN_CASE(freed_blocks_come_back_zeroed);
     RUN_CASE(every_pattern_byte_and_fill_word_is_checked);
