@@ -108,6 +108,11 @@ typedef int register_atfork_fn(void (*)(void), void (*)(void), void (*)(void), v
 #define REGISTER_UNKNOWN ((register_atfork_fn *)1)   /* not looked up yet */
 static _Atomic(register_atfork_fn *) next_register_atfork = REGISTER_UNKNOWN;
 static _Atomic bool fork_handlers_registered;
+/* This thread is starting hakmem (hak_process_init, up to the end of
+ * fork_handlers_register): a registration that reaches hakmem's
+ * __register_atfork from inside that (another copy of hakmem preloaded
+ * too, whose registration goes on to ours) must not wait for it. */
+static __thread bool starting_here;
 
 /* From hak_process_init, once, after "ready" (a lookup may allocate). */
 static void fork_handlers_register(void) {
@@ -128,7 +133,7 @@ static void fork_handlers_register(void) {
  * nothing to do. */
 __attribute__((unused)) static int hak_register_atfork(void (*prepare)(void), void (*parent)(void),
                                                        void (*child)(void), void *dso) {
-  if (prepare != fork_prepare) {
+  if (prepare != fork_prepare && !starting_here) {
     hak_process_init();
     /* (Another thread is starting hakmem. Rarely so: another object's
      * registration comes here only where hakmem precedes the C library,
@@ -151,6 +156,7 @@ void hak_process_init(void) {
     while (atomic_load_explicit(&hak_init_state, memory_order_acquire) != 2) sched_yield();
     return;
   }
+  starting_here = true;
   hak_options_init();
   /* Built for 4 KiB OS pages (HAK_OS_PAGE): on a kernel with larger ones
    * (arm64 or ppc64 with 16 or 64 KiB), valloc's alignment, purges and
@@ -172,6 +178,7 @@ void hak_process_init(void) {
   atomic_store_explicit(&hak_init_state, 2, memory_order_release);
   hak_purger_init();   /* after "ready": its pthread_setspecific may allocate */
   fork_handlers_register();
+  starting_here = false;
   hak_verbose("hakmem: ready (%u arenas, purge delay %ld ms)\n",
               hak_arena_count(), hak_option(HAK_OPT_PURGE_DELAY));
 }
