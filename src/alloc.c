@@ -370,8 +370,14 @@ void *hak_reallocarray(void *p, size_t count, size_t size) {
  * program loading a C++ module, privately): so the runtime's functions are
  * looked up when an allocation fails, never before, and never on a fast
  * path (dlsym may allocate; failing operator new is the place for that). */
-static void *cxx_runtime_symbol(const char *name, bool next) {
-  void *sym = dlsym(next ? RTLD_NEXT : RTLD_DEFAULT, name);   /* C++ programs: global scope */
+/* `operator`: the name is one of the operators, which allocators define
+ * too: only libstdc++'s own will do (another allocator preloaded after
+ * hakmem defines the next one, whose nothrow form neither calls the
+ * program's new nor makes hakmem's blocks). Else a function only the
+ * runtime defines: the program's global scope first (its copy of the
+ * runtime, if it has its own). */
+static void *cxx_runtime_symbol(const char *name, bool operator) {
+  void *sym = operator ? NULL : dlsym(RTLD_DEFAULT, name);   /* C++ programs: global scope */
   if (sym != NULL) return sym;
   void *lib = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);   /* loaded privately, or not at all */
   if (lib == NULL) return NULL;
