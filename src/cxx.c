@@ -72,14 +72,18 @@ static const struct {
 
 /* Whether the program defines `form` itself: bound elsewhere than to
  * hakmem's, and (where the dynamic linker knows the address: not in a
- * static program) to a symbol of that name, not to a program's linkage
+ * static program) either in the object hakmem is linked into (libhakmem.a:
+ * the program's definition won over hakmem's weak one, and may be in no
+ * dynamic symbol table, as with -static-libstdc++, where no shared object
+ * refers to it), or to a symbol of that name, not to a program's linkage
  * table entry. (dladdr may take the loader's lock: only on the first call
  * of a form that calls another.) */
 static bool replaced_by_program(hak_cxx_form_t form) {
   if (forms[form].resolved == forms[form].ours) return false;
-  Dl_info info;
+  Dl_info info, ours;
   const ElfW(Sym) *sym = NULL;
   if (dladdr1((const void *)forms[form].resolved, &info, (void **)&sym, RTLD_DL_SYMENT) == 0) return true;
+  if (dladdr((const void *)forms[form].ours, &ours) != 0 && ours.dli_fbase == info.dli_fbase) return true;
   return sym != NULL && sym->st_shndx != SHN_UNDEF && info.dli_sname != NULL &&
          strcmp(info.dli_sname, forms[form].name) == 0;
 }
