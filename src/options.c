@@ -13,27 +13,28 @@
 typedef struct option_desc_s {
   const char *name;          /* after HAKMEM_ */
   long fallback;
-  long least;                /* the smallest value it takes (-1: "never") */
+  long least, most;          /* the values it takes (-1: "never") */
+  bool size;                 /* a size: takes a k, m or g suffix */
 } option_desc_t;
 
 /* Keep in step with the option table in README.md. */
 static const option_desc_t option_descs[HAK_OPT_COUNT] = {
-  [HAK_OPT_VERBOSE]     = { "VERBOSE", 0, 0 },
-  [HAK_OPT_STATS]       = { "STATS", HAK_STATS_OFF, 0 },
-  [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10, -1 },
-  [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED, 0 },
-  [HAK_OPT_ARENAS]      = { "ARENAS", 0, 0 },
-  [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20, 0 },
-  [HAK_OPT_BACKGROUND]  = { "BACKGROUND", 1, 0 },
-  [HAK_OPT_ZERO_ON_FREE] = { "ZERO_ON_FREE", 0, 0 },   /* secure variant only */
-  [HAK_OPT_HUGE_PAGES]  = { "HUGE_PAGES", 1, 0 },
+  [HAK_OPT_VERBOSE]     = { "VERBOSE", 0, 0, 1, false },
+  [HAK_OPT_STATS]       = { "STATS", HAK_STATS_OFF, 0, 0, false },   /* (words: parse_option) */
+  [HAK_OPT_PURGE_DELAY] = { "PURGE_DELAY", 10, -1, LONG_MAX, false },
+  [HAK_OPT_PURGE_MODE]  = { "PURGE", HAK_PURGE_DONTNEED, 0, 0, false },   /* (words) */
+  [HAK_OPT_ARENAS]      = { "ARENAS", 0, 0, HAK_ARENAS_MAX, false },   /* (0: as many as CPUs, at most 8) */
+  [HAK_OPT_HUGE_CACHE] = { "HUGE_CACHE", 128L << 20, 0, LONG_MAX, true },
+  [HAK_OPT_BACKGROUND]  = { "BACKGROUND", 1, 0, 1, false },
+  [HAK_OPT_ZERO_ON_FREE] = { "ZERO_ON_FREE", 0, 0, 1, false },   /* secure variant only */
+  [HAK_OPT_HUGE_PAGES]  = { "HUGE_PAGES", 1, 0, 1, false },
 };
 
 long hak_options[HAK_OPT_COUNT];
 
-/* "123", "-1", or a size with a k/m/g suffix ("64m"); false if it does
- * not fit a long once scaled. */
-static bool parse_number(const char *s, long *out) {
+/* "123", "-1", or (`size`) a size with a k/m/g suffix ("64m"); false if
+ * it does not fit a long once scaled. */
+static bool parse_number(const char *s, bool size, long *out) {
   bool negative = *s == '-';
   if (negative) s++;
   if (*s < '0' || *s > '9') return false;
@@ -44,7 +45,7 @@ static bool parse_number(const char *s, long *out) {
     v = v * 10 + digit;
   }
   int shift = 0;
-  switch (*s | 0x20) {
+  switch (size ? *s | 0x20 : 0) {
     case 'k': shift = 10; s++; break;
     case 'm': shift = 20; s++; break;
     case 'g': shift = 30; s++; break;
@@ -52,7 +53,7 @@ static bool parse_number(const char *s, long *out) {
   }
   if (v > LONG_MAX >> shift) return false;
   v <<= shift;
-  if (*s == 'b' || *s == 'B') s++;
+  if (size && (*s == 'b' || *s == 'B')) s++;
   if (*s != 0) return false;
   *out = negative ? -v : v;
   return true;
@@ -71,7 +72,8 @@ static bool parse_option(hak_option_t o, const char *s, long *out) {
       return false;
     default: {
       long v;
-      if (!parse_number(s, &v) || v < option_descs[o].least) return false;   /* (a negative size: no size) */
+      if (!parse_number(s, option_descs[o].size, &v) || v < option_descs[o].least || v > option_descs[o].most)
+        return false;   /* (a negative size: no size) */
       *out = v;
       return true;
     }
@@ -201,10 +203,16 @@ static void write_all(int fd, const char *s, size_t n) {
   }
 }
 
+/* A message longer than the buffer is cut, but still ends its line if it
+ * did (a long value of an option named in a warning). */
 static void format_to_fd(int fd, const char *fmt, va_list ap) {
   char buf[512];
-  size_t n = format_v(buf, sizeof buf, fmt, ap);
-  write_all(fd, buf, n < sizeof buf ? n : sizeof buf - 1);
+  size_t n = format_v(buf, sizeof buf, fmt, ap), len = strlen(fmt);
+  if (n >= sizeof buf) {
+    n = sizeof buf - 1;
+    if (len > 0 && fmt[len - 1] == '\n') buf[n - 1] = '\n';
+  }
+  write_all(fd, buf, n);
 }
 
 void hak_format_fd(int fd, const char *fmt, ...) {

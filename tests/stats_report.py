@@ -146,6 +146,19 @@ def option_value_bounds(binary):
         check(not accepted("HAKMEM_HUGE_CACHE", value), f"HAKMEM_HUGE_CACHE={value} refused")
     check(accepted("HAKMEM_PURGE_DELAY", "-1"), "HAKMEM_PURGE_DELAY=-1 accepted")
     check(not accepted("HAKMEM_PURGE_DELAY", "-2"), "HAKMEM_PURGE_DELAY=-2 refused")
+    # Only sizes take a suffix, a switch takes 0 or 1, and arenas 0 to 8
+    # (values beyond were taken without a word: 2 as 1, 64 arenas as 8).
+    check(not accepted("HAKMEM_PURGE_DELAY", "5k"), "HAKMEM_PURGE_DELAY=5k refused")
+    for option in ("HAKMEM_BACKGROUND", "HAKMEM_HUGE_PAGES", "HAKMEM_ZERO_ON_FREE", "HAKMEM_VERBOSE"):
+        check(accepted(option, "0") and accepted(option, "1"), f"{option}=0 and 1 accepted")
+        for value in ("2", "1k", "-1"):
+            check(not accepted(option, value), f"{option}={value} refused")
+    check(accepted("HAKMEM_ARENAS", "8") and not accepted("HAKMEM_ARENAS", "9"), "HAKMEM_ARENAS: 8 accepted, 9 refused")
+    # A warning cut to the message buffer still ends its line.
+    long = "x" * 700
+    proc = run(binary, HAKMEM_HUGE_CACHE=long)
+    warning = [line for line in proc.stderr.splitlines() if line.startswith("hakmem: warning: ignoring HAKMEM_HUGE_CACHE")]
+    check(len(warning) == 1 and len(warning[0]) < 600, f"the cut warning is a line of its own: {proc.stderr[:900]!r}")
 
 
 def main():

@@ -8,8 +8,10 @@ hardened variant; bad options fail with a message; and a Python program run with
 JSON report on stderr whose counts show the program's allocations."""
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 INSTALLED, BUILD, VERSION = sys.argv[1:4]
 # pyenv and friends install a shell shim: launch the real interpreter.
@@ -55,12 +57,25 @@ check("usage: hakmem" in run(INSTALLED, "--help").stdout, "--help prints no usag
 for args, message in [(["--bogus", "true"], "unknown option '--bogus'"),
                       (["--purge=sometimes", "true"], "invalid value 'sometimes' for --purge"),
                       (["--arenas=0", "true"], "invalid value '0' for --arenas"),
+                      (["--arenas=00", "true"], "invalid value '00' for --arenas"),
+                      (["--arenas=9", "true"], "invalid value '9' for --arenas"),
+                      (["--purge-delay=-5", "true"], "invalid value '-5' for --purge-delay"),
+                      (["--huge-cache=99999999999999999999g", "true"], "for --huge-cache"),
                       (["--huge-cache=lots", "true"], "invalid value 'lots' for --huge-cache"),
                       (["--purge-delay", "5", "true"], "needs the form --name=value"),
                       (["--stats=json"], "no program to run")]:
     err = run(INSTALLED, *args, expect=2).stderr
     check(message in err, f"hakmem {' '.join(args)}: stderr {err!r} lacks {message!r}")
 run(INSTALLED, "--", "/nonexistent/program", expect=127)
+# Moved under a path with a space (or a colon), the library cannot be
+# preloaded (LD_PRELOAD has no quoting): the launcher says so and runs
+# nothing, rather than the program on the C library's malloc.
+with tempfile.TemporaryDirectory(prefix="hakmem moved ") as moved:
+    tree = os.path.join(moved, "tree")
+    shutil.copytree(prefix, tree, symlinks=True)
+    launcher = os.path.join(tree, os.path.relpath(os.path.realpath(INSTALLED), prefix))
+    err = run(launcher, "true", expect=127).stderr
+    check("cannot preload" in err, f"launcher under {moved!r}: stderr {err!r}")
 print("ok   --help and rejected options")
 
 # Every option reaches the program's environment, and the preload comes
