@@ -862,6 +862,7 @@ typedef enum {
   HAK_PURGED_ZERO,                       /* returned, reads as zero */
 } hak_purge_result_t;
 HAK_INTERNAL hak_purge_result_t hak_os_purge(void *p, size_t size);
+HAK_INTERNAL bool hak_os_zero(void *p, size_t size);
 HAK_INTERNAL void hak_os_no_huge_pages(void *p, size_t size);
 HAK_INTERNAL bool hak_os_huge_pages(void *p, size_t size, bool on);
 HAK_INTERNAL bool hak_os_populate(void *p, size_t size);

@@ -105,6 +105,17 @@ hak_purge_result_t hak_os_purge(void *p, size_t size) {
   return r;
 }
 
+/* Make a range read as zero by giving its memory back (MADV_DONTNEED,
+ * whatever HAKMEM_PURGE says), not by writing it: what the program touches
+ * of it then comes back as zero pages. False if refused (locked memory):
+ * the caller clears it itself. */
+bool hak_os_zero(void *p, size_t size) {
+  int saved = errno;
+  bool zeroed = madvise(p, size, MADV_DONTNEED) == 0;
+  errno = saved;
+  return zeroed;
+}
+
 /* Keep transparent huge pages out of a range. Where the kernel backs every
  * anonymous mapping with them (THP "always"), one 4 KiB touch in a purged
  * 2 MiB stretch brings 2 MiB back, and khugepaged may refill a stretch that

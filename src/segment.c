@@ -669,11 +669,15 @@ static void use_judge(use_record_t *u, uintptr_t probe) {
                                                 memory_order_relaxed, memory_order_relaxed)) {}
 }
 
-static bool use_is_dense(use_record_t *u) {
+/* `explore`: while on, every 8th answer is "no", so that a block goes out
+ * plain to be judged (where going out plain costs what the answer saves:
+ * see large_zero for where it would not). */
+static bool use_is_dense(use_record_t *u, bool explore) {
   uintptr_t last = atomic_exchange_explicit(&u->probe, 0, memory_order_relaxed);
   if (last != 0) use_judge(u, last);
   uint32_t v = atomic_load_explicit(&u->verdicts, memory_order_relaxed);
-  return __builtin_popcount(v) >= 6 && atomic_fetch_add_explicit(&u->dense_allocs, 1, memory_order_relaxed) % 8 != 0;
+  return __builtin_popcount(v) >= 6 &&
+         (!explore || atomic_fetch_add_explicit(&u->dense_allocs, 1, memory_order_relaxed) % 8 != 0);
 }
 
 /* Block p (a slice start), `bytes` long, went out plain, from memory not
@@ -684,29 +688,53 @@ static void use_probe(use_record_t *u, const void *p, size_t bytes) {
                         memory_order_relaxed);
 }
 
-bool hak_medium_use_is_dense(void) { return use_is_dense(&medium_use); }
+bool hak_medium_use_is_dense(void) { return use_is_dense(&medium_use, true); }
 void hak_medium_use_probe(const hak_page_t *page) { use_probe(&medium_use, hak_page_area(page), page->block_size); }
 
-/* calloc's zeroing of a new large block: its dirty slices hold old bytes
- * (memset); the others read as zero already (populated if `dense`, which
- * is -1 until asked). The slices' marks still tell their state before the
- * block was taken. Returns `dense`. */
-static int large_zero(hak_page_t *span, uint8_t *p, size_t size, int dense) {
-  if (hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE) {   /* purged slices may read old bytes */
-    memset(p, 0, size);
-    return dense;
-  }
+/* Whether a slice of a span being taken may hold old bytes: it held
+ * contents since its last purge, or that purge was MADV_FREE's, which may
+ * leave them (HAKMEM_PURGE=free). */
+static bool slice_holds_old_bytes(const hak_page_t *slice, bool lazy_purges) {
+  return slice->dirty == HAK_SLICE_DIRTY || (lazy_purges && slice->dirty == HAK_SLICE_PURGED);
+}
+
+/* calloc's zeroing of a new large block. Its slices that may hold old
+ * bytes are cleared; the others read as zero already. While the program
+ * is seen to use its large blocks densely (`dense`, -1 until asked), the
+ * clean slices are populated, and the old bytes are written over (memset);
+ * else the clean slices are left to fault in, and the old bytes are given
+ * back (hak_os_zero) rather than written over, which made them resident
+ * whole (200 tables of 8 MB, 64 bytes written in each, freed and calloc'd
+ * again in rounds: 943 MiB resident by the 8th round; glibc 29). The old
+ * bytes ask without exploring: given back, the memory of a program that
+ * writes all of it faults twice a page (bigchurn: 10 times as many faults,
+ * 2.6x the system time, at every 8th block). So a program seen to use its
+ * blocks densely has their old bytes written over, as before, until a
+ * block from clean memory shows otherwise. The slices' marks still tell
+ * their state before the block was taken. *plain: nothing of the block is
+ * resident for it now. Returns `dense`. */
+static int large_zero(hak_page_t *span, uint8_t *p, size_t size, int dense, bool *plain) {
+  bool lazy = hak_option(HAK_OPT_PURGE_MODE) == HAK_PURGE_FREE;
   size_t n = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
+  int written_over = -1;   /* the old bytes': the verdict, unexplored; -1 until asked */
+  *plain = true;
   for (size_t i = 0, j; i < n; i = j) {
-    bool old_bytes = span[i].dirty == HAK_SLICE_DIRTY;
-    for (j = i + 1; j < n && (span[j].dirty == HAK_SLICE_DIRTY) == old_bytes; j++) {}
+    bool old_bytes = slice_holds_old_bytes(&span[i], lazy);
+    for (j = i + 1; j < n && slice_holds_old_bytes(&span[j], lazy) == old_bytes; j++) {}
     size_t from = i << HAK_SLICE_SHIFT, to = j == n ? size : j << HAK_SLICE_SHIFT;
     if (old_bytes) {
-      memset(p + from, 0, to - from);
+      if (written_over < 0) written_over = use_is_dense(&large_use, false);
+      if (written_over || !hak_os_zero(p + from, to - from)) {
+        memset(p + from, 0, to - from);
+        *plain = false;
+      }
       continue;
     }
-    if (dense < 0) dense = use_is_dense(&large_use);
-    if (dense) hak_os_populate(p + from, to - from);
+    if (dense < 0) dense = use_is_dense(&large_use, true);
+    if (dense) {
+      hak_os_populate(p + from, to - from);
+      *plain = false;
+    }
   }
   return dense;
 }
@@ -737,10 +765,11 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
   atomic_fetch_add_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
   uint8_t *p = hak_page_area(span);
   int dense = -1;   /* not asked yet */
-  if (span->block_size >= HAK_THP_SIZE && hak_option(HAK_OPT_HUGE_PAGES)) dense = use_is_dense(&large_use);
+  if (span->block_size >= HAK_THP_SIZE && hak_option(HAK_OPT_HUGE_PAGES)) dense = use_is_dense(&large_use, true);
   span->huge_pages = dense > 0 && hak_os_huge_pages(p, span->block_size, true);
-  if (zero) dense = large_zero(span, p, size, dense);
-  if (!resident && dense == 0) use_probe(&large_use, p, size);   /* plain, and not resident before: its use will tell */
+  bool plain = !resident;   /* (calloc's zeroing may give its old bytes back: then it is too) */
+  if (zero) dense = large_zero(span, p, size, dense, &plain);
+  if (plain && dense <= 0) use_probe(&large_use, p, size);   /* not resident: its use will tell */
 #if HAKMEM_SECURE
   hak_secure_guard(p + span->block_size, true);   /* after zeroing: populate stops short of it anyway */
 #endif
