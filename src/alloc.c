@@ -369,8 +369,8 @@ void *hak_reallocarray(void *p, size_t count, size_t size) {
  * that never load the C++ runtime, or load it later with dlopen (a C
  * program loading a C++ module, privately): so the runtime's functions are
  * looked up when an allocation fails, never before, and never on a fast
- * path (dlsym may allocate; failing operator new is the place for that). */
-/* `operator`: the name is one of the operators, which allocators define
+ * path (dlsym may allocate; failing operator new is the place for that).
+ * `operator`: the name is one of the operators, which allocators define
  * too: only libstdc++'s own will do (another allocator preloaded after
  * hakmem defines the next one, whose nothrow form neither calls the
  * program's new nor makes hakmem's blocks). Else a function only the

@@ -420,12 +420,14 @@ typedef struct hak_segment_s {
 #define HAK_META_SLICES ((sizeof(hak_segment_t) + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE)
 #define HAK_META_SIZE   (HAK_META_SLICES * HAK_SLICE_SIZE)
 #define HAK_LARGE_MAX   (HAK_SEGMENT_SIZE - HAK_META_SIZE)   /* largest block in arena segments */
+/* An alignment in bytes (0 or a power of two) as a span's, in slices:
+ * every span starts on a slice, so up to a slice is 1 (none). */
+static inline size_t hak_align_slices(size_t align) { return align > HAK_SLICE_SIZE ? align / HAK_SLICE_SIZE : 1; }
 /* The largest block in arena segments that starts on `align` (0 or a power
  * of two up to HAK_HUGE_ALIGN_MAX): its span starts on the first slice so
  * aligned past the header. */
 static inline size_t hak_large_max(size_t align) {
-  size_t align_slices = align > HAK_SLICE_SIZE ? align / HAK_SLICE_SIZE : 1;
-  return (HAK_SLICES - hak_align_up(HAK_META_SLICES, align_slices)) * HAK_SLICE_SIZE;
+  return (HAK_SLICES - hak_align_up(HAK_META_SLICES, hak_align_slices(align))) * HAK_SLICE_SIZE;
 }
 
 /* One entry per possible segment of the 48-bit address space: the segment

@@ -439,13 +439,6 @@ static void segment_release(hak_arena_t *a, hak_segment_t *seg) {
 
 /* ------------------------------------------------------------ spans */
 
-/* A free span of at least n slices: the smallest-binned one whose first n
- * slices are all dirty if there is one (they are resident already: reusing
- * them costs no page fault, and leaves purged memory purged), else the first
- * that fits. Taking a purged span while dirty ones wait for their delay
- * made producer/consumer rounds hold a growing heap of dirty spans. A
- * `sparse` page takes a span not all dirty in a huge-page stretch only if
- * no other fits: its first touch would make 2 MiB resident. */
 /* The slices of free span s before the first run of n slices in it that
  * starts on a multiple of `align` slices (a power of two; 1: none), or
  * SIZE_MAX if none fits in it. (Segments are aligned beyond any `align`.) */
@@ -454,6 +447,13 @@ static size_t span_align_skip(const hak_page_t *s, size_t n, size_t align) {
   return start - first + n <= s->slice_count ? start - first : SIZE_MAX;
 }
 
+/* A free span of at least n slices: the smallest-binned one whose first n
+ * slices are all dirty if there is one (they are resident already: reusing
+ * them costs no page fault, and leaves purged memory purged), else the first
+ * that fits. Taking a purged span while dirty ones wait for their delay
+ * made producer/consumer rounds hold a growing heap of dirty spans. A
+ * `sparse` page takes a span not all dirty in a huge-page stretch only if
+ * no other fits: its first touch would make 2 MiB resident. */
 static hak_page_t *arena_find_span(hak_arena_t *a, size_t n, size_t align, bool sparse) {
   hak_page_t *fit = NULL, *huge_fit = NULL;
   for (size_t b = span_bin(n); b < HAK_SPAN_BINS; b++)
@@ -506,9 +506,10 @@ void hak_arenas_release_empty(void) {
 /* Take a span of `slices` slices for a page or a large block (`kind`),
  * starting on a multiple of `align` slices (a power of two; 1: anywhere;
  * at most HAK_SLICES / 2). Returns its descriptor, with slice_count and
- * span_kind set and every slice mapped to it, or NULL. `sparse`: a page likely to stay partly used
- * (a heap's first of its class), which advises no huge-page stretch and
- * keeps out of those not resident where it can (arena_find_span).
+ * span_kind set and every slice mapped to it, or NULL. `sparse`: a page
+ * likely to stay partly used (a heap's first of its class), which advises
+ * no huge-page stretch and keeps out of those not resident where it can
+ * (arena_find_span).
  * `resident` (may be NULL): whether any of its memory may be resident
  * already: it held contents since its last purge, or was purged with
  * MADV_FREE, or (a page) lies in a huge-page stretch, where a first touch
@@ -752,8 +753,7 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
   size_t slices = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT;
 #endif
   bool resident;
-  size_t align_slices = align > HAK_SLICE_SIZE ? align >> HAK_SLICE_SHIFT : 1;
-  hak_page_t *span = hak_span_alloc(heap->arena, slices, align_slices, HAK_SPAN_LARGE, false, &resident);
+  hak_page_t *span = hak_span_alloc(heap->arena, slices, hak_align_slices(align), HAK_SPAN_LARGE, false, &resident);
   if (span == NULL) return NULL;
 #if HAKMEM_SECURE
   span->block_size = (uint32_t)block;
