@@ -340,6 +340,16 @@ static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref
   return q;
 }
 
+/* realloc's shrink in place of a large or huge block by a slice or more:
+ * what falls off goes back (a large block's slices to its arena, a huge
+ * block's pages to the OS), as glibc and jemalloc do; a buffer grown by
+ * doubling and cut to its length at the end would otherwise keep up to
+ * twice that resident. */
+static HAK_NOINLINE void realloc_shrink(size_t size, const hak_block_ref_t *ref) {
+  if (ref->page->span_kind == HAK_SPAN_LARGE) hak_large_shrink(ref->page, size);
+  else hak_huge_shrink(ref->seg, ref->page, size);
+}
+
 void *hak_realloc(void *p, size_t size) {
 #if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
   return hak_secure_realloc(p, size);
@@ -351,6 +361,8 @@ void *hak_realloc(void *p, size_t size) {
   size_t usable = ref.usable;
   if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
     if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
+    else if (usable - size >= HAK_SLICE_SIZE && ref.seg != NULL && ref.page->span_kind != HAK_SPAN_PAGE)
+      realloc_shrink(size, &ref);
     return p;
   }
   return realloc_move(p, size, &ref);

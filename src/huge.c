@@ -263,15 +263,18 @@ void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
 /* Resize a huge block to `total` bytes of mapping: in place if the address
  * space allows, else by moving its pages with mremap to a new aligned place.
  * NULL if neither works (the block is then untouched). */
+static bool huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t total) {
+  if (!hak_os_resize_in_place(seg, seg->size, total)) return false;
+  int64_t delta = (int64_t)total - (int64_t)seg->size;
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
+  hak_stat_commit(delta);
+  seg->size = total;
+  huge_map_slices(seg, page, total);
+  return true;
+}
+
 static void *huge_resize(hak_segment_t *seg, hak_page_t *page, size_t offset, size_t total) {
-  if (hak_os_resize_in_place(seg, seg->size, total)) {
-    int64_t delta = (int64_t)total - (int64_t)seg->size;
-    atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
-    hak_stat_commit(delta);
-    seg->size = total;
-    huge_map_slices(seg, page, total);
-    return (uint8_t *)seg + offset;
-  }
+  if (huge_resize_in_place(seg, page, total)) return (uint8_t *)seg + offset;
   hak_segment_t *target = hak_os_alloc_aligned(total, HAK_SEGMENT_SIZE);
   if (target == NULL) return NULL;
   size_t old_size = seg->size;
@@ -305,6 +308,16 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
   return huge_resize(seg, page, offset, total);
 #endif
 }
+
+#if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
+/* realloc shrinking a huge block to `size` bytes in place: its pages past
+ * them unmapped. Never moved: if the kernel refuses the cut (it would
+ * split a mapping past vm.max_map_count), the block stays as it was. */
+void hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
+  size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
+  (void)huge_resize_in_place(seg, page, hak_align_up(offset + size, HAK_OS_PAGE));
+}
+#endif
 
 /* ------------------------------------------------------------ giant blocks */
 

@@ -569,18 +569,14 @@ hak_page_t *hak_span_alloc(hak_arena_t *a, size_t slices, size_t align, uint8_t 
   return span;
 }
 
-/* Return a page's or a large block's span to its segment's arena, merging
- * it with free neighbours. A segment left fully free is kept (a few per
- * arena) or unmapped. */
-void hak_span_free(hak_page_t *span) {
+/* Under the arena's lock: the n slices of `span`, live until now, join
+ * its free spans, merged with free neighbours. A segment left fully free
+ * is kept (a few per arena) or unmapped. */
+static void span_give_back(hak_arena_t *a, hak_page_t *span, size_t n) {
   hak_segment_t *seg = hak_segment_of(span);
-  hak_arena_t *a = seg->arena;
-  size_t n = span->slice_count;
-  hak_stat_commit(-(int64_t)(n * HAK_SLICE_SIZE));
   long delay = hak_option(HAK_OPT_PURGE_DELAY);
   uint64_t now = hak_clock_ms();
-
-  hak_lock(&a->lock);
+  hak_stat_commit(-(int64_t)(n * HAK_SLICE_SIZE));
   /* Under the lock: a span marked free is one a neighbour may merge with.
    * Marked even if merged away below, so that a second free is reported. */
   span->span_kind = HAK_SPAN_FREE;
@@ -607,6 +603,13 @@ void hak_span_free(hak_page_t *span) {
    * arena_purge); at once if purges are immediate or never happen. */
   if (seg->used_slices == 0 && ++a->empty_segments > HAK_EMPTY_SEGMENTS_KEPT && delay <= 0) segment_release(a, seg);
   else if (delay == 0) span_purge(a, span, now, false);
+}
+
+/* Return a page's or a large block's span to its segment's arena. */
+void hak_span_free(hak_page_t *span) {
+  hak_arena_t *a = hak_segment_of(span)->arena;
+  hak_lock(&a->lock);
+  span_give_back(a, span, span->slice_count);
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
 }
@@ -785,6 +788,31 @@ void hak_large_free(hak_page_t *span) {
   if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), span->block_size, false);   /* (see use_record_t) */
   hak_span_free(span);
 }
+
+#if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
+/* realloc shrinking a large block to `size` bytes in place: the slices past
+ * it go back to the arena, as if freed (a block that wastes less than half
+ * stays where it is, alloc.c; its tail would otherwise stay resident with
+ * it). */
+void hak_large_shrink(hak_page_t *span, size_t size) {
+  size_t keep = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT, n = span->slice_count - keep;
+  hak_assert(keep > 0 && keep < span->slice_count && span->span_kind == HAK_SPAN_LARGE);
+  uint8_t *cut = hak_page_area(span) + (keep << HAK_SLICE_SHIFT);
+  if (span->huge_pages) hak_os_huge_pages(cut, n << HAK_SLICE_SHIFT, false);
+  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)(n << HAK_SLICE_SHIFT), memory_order_relaxed);
+  hak_segment_t *seg = hak_segment_of(span);
+  hak_arena_t *a = seg->arena;
+  hak_page_t *tail = span + keep;
+  hak_lock(&a->lock);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
+  for (size_t i = 0; i < n; i++) seg->slices[slice_index(tail) + i].page = tail;
+  tail->slice_count = (uint16_t)n;
+  span->slice_count = (uint16_t)keep;
+  span->block_size = (uint32_t)(keep << HAK_SLICE_SHIFT);
+  span_give_back(a, tail, n);
+  hak_assert(arena_is_valid(a));
+  hak_unlock(&a->lock);
+}
+#endif
 
 /* ------------------------------------------------------------ validation */
 

@@ -1,6 +1,7 @@
 /* realloc chains that check every byte: growth by one byte, doubling up to
  * 64 MiB, shrinking back down, moves forced by neighbouring allocations,
- * vectors grown side by side into huge blocks;
+ * vectors grown side by side into huge blocks; large and huge blocks
+ * shrunk give back what falls off;
  * realloc(NULL, n) and realloc(p, 0) as glibc defines them. */
 #include "hak_test.h"
 
@@ -145,6 +146,34 @@ static void realloc_to_zero_frees(void)
     CHECKF(grown < 128 * MiB, "RSS grew by %zu MiB: realloc(p, 0) leaks?", grown / MiB);
 }
 
+/* A large or huge block realloc shrinks, by less than half, gives back
+ * what falls off (glibc and jemalloc do; a buffer grown by doubling and
+ * then cut to its length would keep up to twice that resident). The
+ * default variant cuts it in place; the secure one moves it (secure.c). */
+static void shrunk_blocks_give_back_their_tail(void)
+{
+    const size_t sizes[] = {8 * MiB, 24 * MiB, 96 * MiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t size = sizes[i], cut = size / 8 * 5;
+        char *p = malloc(size);
+        CHECK(p != NULL);
+        hak_fill(p, size, SEED);
+        size_t rss_full = hak_rss_bytes();
+        char *q = resize_checked(p, size, cut);
+#ifndef HAK_TEST_SECURE
+        CHECKF(q == p, "a %zu MiB block shrunk to %zu MiB moved", size / MiB, cut / MiB);
+        CHECKF(malloc_usable_size(q) < cut + 64 * KiB, "a %zu MiB block shrunk to %zu MiB still holds %zu bytes",
+               size / MiB, cut / MiB, malloc_usable_size(q));
+#endif
+        malloc_trim(0);   /* (a large block's tail is purged after the delay) */
+        size_t rss_cut = hak_rss_bytes(), given = rss_full > rss_cut ? rss_full - rss_cut : 0;
+        CHECKF(given >= (size - cut) / 10 * 9, "a %zu MiB block shrunk to %zu MiB gave back %zu KiB of %zu",
+               size / MiB, cut / MiB, given / KiB, (size - cut) / KiB);
+        q = resize_checked(q, cut, size);   /* and grows back */
+        free(q);
+    }
+}
+
 int main(void)
 {
     hak_test_begin("test_realloc");
@@ -155,5 +184,6 @@ int main(void)
     RUN_CASE(realloc_of_aligned_block);
     RUN_CASE(realloc_null_is_malloc);
     RUN_CASE(realloc_to_zero_frees);
+    RUN_CASE(shrunk_blocks_give_back_their_tail);
     return 0;
 }
