@@ -636,10 +636,15 @@ static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
 /* The block leaves quarantine: unchanged since it was filled, or reported.
  * Never returns (noipa: as canary_failed, jumped to). */
 static __attribute__((noipa)) void report_use_after_free(const void *p, size_t fill) {
-  const uint64_t *w = p;
+  const uint8_t *b = p;
   size_t i = 0;
-  while (i + 1 < fill / 8 && w[i] == (i % 2 == 1 ? quarantine_tag(keys(), p) : freed_word)) i++;
-  hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i * 8);
+  for (; i + 1 < fill; i++) {   /* the first byte that differs from the fill */
+    uint64_t word = i / 8 % 2 == 1 ? quarantine_tag(keys(), p) : freed_word;
+    uint8_t expected[8];
+    memcpy(expected, &word, 8);
+    if (b[i] != expected[i % 8]) break;
+  }
+  hak_fatal("use-after-free write to %p (the freed block was written at byte %zu)", p, i);
 }
 
 /* (Out of line, as every call the free fast path makes but its last: it

@@ -587,8 +587,8 @@ static void freed_blocks_come_back_zeroed(void)
  * and the trailer of a 32-byte block: requests of 9 to 24 bytes) and every
  * word of the quarantine's fill (blocks of 16 to 64 bytes, whose fill words
  * overlap below 64): one byte written at its first, last and ninth pattern
- * byte, or into one word of the freed block, is reported; the same blocks
- * freed unwritten are not. */
+ * byte, or into every word of the freed block (at every third byte: the
+ * report names it), is reported; the same blocks freed unwritten are not. */
 static size_t case_size, case_at;
 
 /* Byte `at` of p changed (whatever it held: a byte the check looks for may
@@ -633,9 +633,11 @@ static void every_pattern_byte_and_fill_word_is_checked(void)
     }
     for (size_t block = 16; block <= 64; block += 16) {
         case_size = block - 8;   /* with the trailer, the whole block */
-        for (case_at = 0; case_at < block; case_at += 8) {
+        for (case_at = 0; case_at < block; case_at += 3) {   /* (the report names the byte) */
+            char words[64];
+            snprintf(words, sizeof words, "(the freed block was written at byte %zu)", case_at);
             hak_child_report r = hak_run_in_child(use_after_free_write_at);
-            hak_check_misuse_report(&r, "use-after-free write");
+            hak_check_misuse_report(&r, words);
         }
         case_at = SIZE_MAX;
         hak_child_report r = hak_run_in_child(use_after_free_write_at);
