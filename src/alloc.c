@@ -318,6 +318,7 @@ hak_growth_t hak_realloc_growth(size_t usable, size_t need) {
   return HAK_GROW_AS_ASKED;
 }
 
+#if !HAKMEM_SECURE   /* (whose realloc checks the canary, and moves a block it shrinks by a page or more) */
 /* realloc's move: a block of its own for `size` bytes, p's copied over
  * (out of line: the resize in place then saves no registers). */
 static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref_t *ref) {
@@ -340,32 +341,39 @@ static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref
   return q;
 }
 
-/* realloc's shrink in place of a large or huge block by a slice or more:
- * what falls off goes back (a large block's slices to its arena, a huge
- * block's pages to the OS), as glibc and jemalloc do; a buffer grown by
- * doubling and cut to its length at the end would otherwise keep up to
- * twice that resident. */
-static HAK_NOINLINE void realloc_shrink(size_t size, const hak_block_ref_t *ref) {
-  if (ref->page->span_kind == HAK_SPAN_LARGE) hak_large_shrink(ref->page, size);
-  else hak_huge_shrink(ref->seg, ref->page, size);
+/* realloc's shrink in place of a large or huge block p by a slice or
+ * more: what falls off goes back (a large block's slices to its arena, a
+ * huge block's pages to the OS), as glibc and jemalloc do; a buffer grown
+ * by doubling and cut to its length at the end would otherwise keep up to
+ * twice that resident. Returns its usable size now. */
+static HAK_NOINLINE size_t realloc_shrink(const void *p, size_t size, const hak_block_ref_t *ref) {
+  if (ref->page->span_kind == HAK_SPAN_LARGE) {
+    hak_large_shrink(ref->page, size);
+    return ref->page->block_size;
+  }
+  hak_huge_shrink(ref->seg, ref->page, size);
+  return hak_huge_usable_size(ref->seg, ref->page, p);
 }
+#endif
 
 void *hak_realloc(void *p, size_t size) {
-#if HAKMEM_SECURE   /* checks the canary; copies rather than resizing huge blocks in place */
+#if HAKMEM_SECURE
   return hak_secure_realloc(p, size);
-#endif
+#else
   if (p == NULL) return hak_malloc(size);
   if (size == 0) { hak_free(p); return NULL; }   /* glibc: frees, returns NULL */
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_REALLOC, p, &ref);   /* exact: no freed or interior pointer gets through */
   size_t usable = ref.usable;
   if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
-    if (hak_unlikely(hak_tracking)) hak_track_resize(p, size, usable);
-    else if (usable - size >= HAK_SLICE_SIZE && ref.seg != NULL && ref.page->span_kind != HAK_SPAN_PAGE)
-      realloc_shrink(size, &ref);
+    size_t kept = usable;
+    if (usable - size >= HAK_SLICE_SIZE && ref.seg != NULL && ref.page->span_kind != HAK_SPAN_PAGE)
+      kept = realloc_shrink(p, size, &ref);
+    if (hak_unlikely(hak_tracking)) hak_track_cut(p, size, kept, usable);
     return p;
   }
   return realloc_move(p, size, &ref);
+#endif
 }
 
 void *hak_reallocarray(void *p, size_t count, size_t size) {

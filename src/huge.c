@@ -263,13 +263,25 @@ void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
 /* Resize a huge block to `total` bytes of mapping: in place if the address
  * space allows, else by moving its pages with mremap to a new aligned place.
  * NULL if neither works (the block is then untouched). */
-static bool huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t total) {
-  if (!hak_os_resize_in_place(seg, seg->size, total)) return false;
-  int64_t delta = (int64_t)total - (int64_t)seg->size;
-  atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
-  hak_stat_commit(delta);
+/* seg->size never exceeds what is mapped, so that a child forked meanwhile
+ * (fork takes no lock of ours here) frees at most its mapping: it shrinks
+ * before the cut (and back if the cut was refused), grows after. */
+static void huge_set_size(hak_segment_t *seg, hak_page_t *page, size_t total) {
   seg->size = total;
   huge_map_slices(seg, page, total);
+}
+
+static bool huge_resize_in_place(hak_segment_t *seg, hak_page_t *page, size_t total) {
+  size_t old = seg->size;
+  if (total < old) huge_set_size(seg, page, total);
+  if (!hak_os_resize_in_place(seg, old, total)) {
+    if (total < old) huge_set_size(seg, page, old);
+    return false;
+  }
+  if (total > old) huge_set_size(seg, page, total);
+  int64_t delta = (int64_t)total - (int64_t)old;
+  atomic_fetch_add_explicit(&hak_stat_huge_bytes, delta, memory_order_relaxed);
+  hak_stat_commit(delta);
   return true;
 }
 

@@ -797,8 +797,12 @@ void hak_large_free(hak_page_t *span) {
 void hak_large_shrink(hak_page_t *span, size_t size) {
   size_t keep = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT, n = span->slice_count - keep;
   hak_assert(keep > 0 && keep < span->slice_count && span->span_kind == HAK_SPAN_LARGE);
-  uint8_t *cut = hak_page_area(span) + (keep << HAK_SLICE_SHIFT);
-  if (span->huge_pages) hak_os_huge_pages(cut, n << HAK_SLICE_SHIFT, false);
+  uint8_t *area = hak_page_area(span), *cut = area + (keep << HAK_SLICE_SHIFT), *end = cut + (n << HAK_SLICE_SHIFT);
+  if (span->huge_pages) {   /* the advised stretches the block no longer holds whole: from the cut's on */
+    uint8_t *from = (uint8_t *)((uintptr_t)cut & ~(uintptr_t)(HAK_THP_SIZE - 1));
+    if (from < area) from = area;
+    hak_os_huge_pages(from, (size_t)(end - from), false);
+  }
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)(n << HAK_SLICE_SHIFT), memory_order_relaxed);
   hak_segment_t *seg = hak_segment_of(span);
   hak_arena_t *a = seg->arena;

@@ -50,6 +50,11 @@ void hak_track_resize(void *p, size_t size, size_t usable) {
   ASAN_POISON_MEMORY_REGION((uint8_t *)p + size, usable - size);
 }
 
+void hak_track_cut(void *p, size_t size, size_t usable, size_t was) {
+  hak_track_resize(p, size, usable);
+  ASAN_UNPOISON_MEMORY_REGION((uint8_t *)p + usable, was - usable);
+}
+
 void hak_track_free(void *p, size_t usable, bool in_page) {
   if (in_page) ASAN_POISON_MEMORY_REGION(p, usable);
   else ASAN_UNPOISON_MEMORY_REGION(p, usable);
@@ -88,6 +93,10 @@ void hak_track_handout(void *p, size_t size, bool zero) {
 }
 
 void hak_track_resize(void *p, size_t size, size_t usable) { (void)p; (void)size; (void)usable; }
+void hak_track_cut(void *p, size_t size, size_t usable, size_t was) {
+  (void)size;
+  VALGRIND_RESIZEINPLACE_BLOCK(p, was, usable, 0);
+}
 void hak_track_free(void *p, size_t usable, bool in_page) { (void)usable; (void)in_page; VALGRIND_FREELIKE_BLOCK(p, 0); }
 void hak_track_open(void *b) { VALGRIND_MAKE_MEM_DEFINED(b, sizeof(hak_block_t)); }
 void hak_track_close(void *b) { VALGRIND_MAKE_MEM_NOACCESS(b, sizeof(hak_block_t)); }
@@ -106,6 +115,7 @@ void hak_track_page_freed(void *area, size_t bytes) { (void)area; (void)bytes; }
 bool hak_tracking_init(void) { return false; }
 void hak_track_handout(void *p, size_t size, bool zero) { (void)p; (void)size; (void)zero; }
 void hak_track_resize(void *p, size_t size, size_t usable) { (void)p; (void)size; (void)usable; }
+void hak_track_cut(void *p, size_t size, size_t usable, size_t was) { (void)p; (void)size; (void)usable; (void)was; }
 void hak_track_free(void *p, size_t usable, bool in_page) { (void)p; (void)usable; (void)in_page; }
 void hak_track_open(void *b) { (void)b; }
 void hak_track_close(void *b) { (void)b; }

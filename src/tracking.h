@@ -34,6 +34,10 @@ HAK_INTERNAL void hak_track_handout(void *p, size_t size, bool zero);
 /* The live block p now holds `size` of its `usable` bytes (realloc in
  * place; malloc_usable_size hands out all of them). */
 HAK_INTERNAL void hak_track_resize(void *p, size_t size, size_t usable);
+/* realloc cut the live large or huge block p in place from `was` usable
+ * bytes to `usable` (holding `size` of them): the rest went back to the
+ * arena or the OS, as a freed block's memory does. */
+HAK_INTERNAL void hak_track_cut(void *p, size_t size, size_t usable, size_t was);
 HAK_INTERNAL void hak_track_free(void *p, size_t usable, bool in_page);   /* p: a block start */
 HAK_INTERNAL void hak_track_open(void *b);                      /* a free block's link and tag */
 HAK_INTERNAL void hak_track_close(void *b);

@@ -3,7 +3,8 @@
 # (--soname-synonyms=somalloc=nouserintercepts; by default memcheck would
 # replace hakmem's malloc with its own): a clean program reports no error
 # and really ran on hakmem, and memcheck still sees hakmem's blocks: a
-# use-after-free read and a read past a block are reported as such.
+# use-after-free read and a read past a block (also one realloc cut) are
+# reported as such.
 # usage: memcheck.sh libhakmem.so memcheck_program
 set -u
 lib=$1 prog=$2
@@ -34,3 +35,9 @@ run overflow; rc=$?
 grep -q "Invalid read of size 1" "$out" || fail "overflow: no invalid read reported"
 grep -q "0 bytes after a block of size 80 alloc'd" "$out" || fail "overflow: the block is not named"
 echo "ok   read past a block reported"
+
+run read-past-cut; rc=$?
+[ $rc -eq 99 ] || fail "read past a cut block: exit $rc, want memcheck's 99"
+grep -q "Invalid read of size 1" "$out" || fail "read past a cut block: no invalid read reported"
+grep -q "0 bytes after a block of size 5,242,880 alloc'd" "$out" || fail "read past a cut block: the block is not named with its new size"
+echo "ok   read past a block realloc cut reported"

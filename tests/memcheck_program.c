@@ -1,7 +1,8 @@
 /* A small program for valgrind's memcheck with hakmem preloaded
  * (memcheck.sh): `clean` uses the heap correctly in every size range,
  * `use-after-free` reads a freed block, `overflow` reads one byte past a
- * block. Not linked to hakmem. */
+ * block, `read-past-cut` past a large block realloc cut. Not linked to
+ * hakmem. */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,11 @@ static void clean(void)
             blocks[i] = realloc(blocks[i], sizes[i] * 2);   /* grown: the old bytes are still defined */
             sum += (unsigned char)blocks[i][sizes[i] - 1];
             blocks[i][malloc_usable_size(blocks[i]) - 1] = 1;   /* every usable byte is the program's */
+        }
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            blocks[i] = realloc(blocks[i], sizes[i] * 2 / 8 * 5 + 1);   /* cut: large and huge ones in place */
+            sum += (unsigned char)blocks[i][sizes[i] - 1];   /* (the cut keeps more than was written) */
+            blocks[i][malloc_usable_size(blocks[i]) - 1] = 1;
         }
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) free(blocks[i]);
     }
@@ -50,8 +56,14 @@ int main(int argc, char **argv)
         memset(p, 1, 80);
         sink = p[80];
         free(p);
+    } else if (strcmp(mode, "read-past-cut") == 0) {
+        char *p = malloc(8 << 20);
+        memset(p, 1, 8 << 20);
+        p = realloc(p, 5 << 20);   /* cut in place: its last 3 MiB go back */
+        sink = p[5 << 20];
+        free(p);
     } else {
-        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow\n");
+        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow|read-past-cut\n");
         return 2;
     }
     return 0;
