@@ -16,9 +16,9 @@
  *     pages), also after realloc cut it;
  *   - with HAKMEM_HUGE_PAGES=0, nothing is ever advised.
  * The policy is process-wide, so the cases run in this order, in a
- * threaded process: the freed blocks of one case are purged on time (by
- * the purger) before the next takes memory that must never have been
- * touched, to be judged. Stretches are advised only in memory never
+ * threaded process: the freed blocks of one case are purged (malloc_trim)
+ * before the next takes memory that must never have been touched, to be
+ * judged. Stretches are advised only in memory never
  * touched, once the program has had 32 MiB committed, and not where the
  * kernel's THP mode is "never": the dense medium case comes first. */
 #include "hak_test.h"
@@ -123,6 +123,7 @@ static void sparse_blocks_stay_small(void)
         CHECKF(!advised(stretch_of(b[i])), "sparse block %d was advised for huge pages", i);
     }
     for (int i = 0; i < BLOCKS; i++) free(b[i]);
+    malloc_trim(0);   /* (as above: else the dense blocks reuse these, unjudged, if the purger runs late) */
 }
 
 /* Blocks written whole and kept (so each comes from memory never touched,
