@@ -1,7 +1,8 @@
 /* Every name hakmem exports besides its hak_* API: the C allocation
  * functions, glibc's and C23's extensions, glibc's __libc_* names for them
  * (some programs and preload tools call those to reach "the" allocator, and
- * free what they get with free), and every C++ operator new and delete.
+ * free what they get with free), every C++ operator new and delete, and
+ * unshare and setns (which must not find hakmem's thread running).
  * Each is an alias of a hak_* function (the same code, not a call through a
  * wrapper). An alias must stand in the file that defines its
  * function, so this one list is grouped by that file, and each file expands
@@ -86,6 +87,12 @@
 
 #define HAK_EXPORTS_PURGE(X)                                                         \
   X(int, malloc_trim, (size_t), hak_malloc_trim)
+
+/* unshare and setns end the background thread first (purge.c). Weak, as a
+ * static program may link the C library's too. */
+#define HAK_EXPORTS_NAMESPACES(X)                                                   \
+  X(int, unshare, (int), hak_unshare)                                               \
+  X(int, setns, (int, int), hak_setns)
 
 #define HAK_EXPORTS_STATS(X)                                                        \
   X(struct mallinfo2, mallinfo2, (void), hak_mallinfo2)                             \

@@ -999,6 +999,8 @@ HAK_INTERNAL void hak_heaps_fork_child(void);
 typedef void hak_heap_visit_fn(hak_heap_t *heap, void *arg);
 HAK_INTERNAL void hak_heaps_visit(hak_heap_visit_fn *fn, void *arg);
 HAK_INTERNAL int hak_malloc_trim(size_t pad);
+HAK_INTERNAL int hak_unshare(int flags);   /* purge.c: the background thread ended first */
+HAK_INTERNAL int hak_setns(int fd, int nstype);
 HAK_INTERNAL void hak_memory_short(void);   /* purge.c: a mapping was refused */
 HAK_INTERNAL void *hak_os_alloc_or_short(size_t size, size_t align);
 

@@ -237,15 +237,45 @@ static void purger_start(void) {
  * glibc's exit(0) on its own stack with its own signal mask), and never
  * start it again: the slow paths do its work from now on, as with
  * HAKMEM_BACKGROUND=0. A purger being started is waited for first. */
-static void purger_retire(void) {
+static _Atomic(bool) purger_retired;   /* for good: the main thread left */
+
+/* End the purger and wait until it has; `for_good`, never start it again.
+ * False if it was not running. */
+static bool purger_end(bool for_good) {
+  if (for_good) atomic_store_explicit(&purger_retired, true, memory_order_seq_cst);
   int state;
   do {
     while ((state = atomic_load_explicit(&purger_state, memory_order_seq_cst)) == PURGER_STARTING) sched_yield();
   } while (state != PURGER_OFF && !atomic_compare_exchange_strong(&purger_state, &state, PURGER_OFF));
-  if (state != PURGER_RUNNING) return;
+  if (state != PURGER_RUNNING) return false;
   atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
   syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
   pthread_join(purger_thread, NULL);
+  return true;
+}
+
+static void purger_retire(void) { (void)purger_end(true); }
+
+/* unshare and setns refuse a process of several threads for some
+ * namespaces (EINVAL: a user namespace, setns into a mount namespace,
+ * unshare(CLONE_VM)): a program that joined its threads and then enters
+ * one (a sandbox, an nsenter-like tool) would fail for the purger alone.
+ * So each ends it first; it may start again on a later slow path (which
+ * does its work meanwhile, as with HAKMEM_BACKGROUND=0). The system call
+ * itself, as the C library's wrapper makes it. */
+static void purger_pause(void) {
+  if (purger_end(false) && !atomic_load_explicit(&purger_retired, memory_order_seq_cst))
+    atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_seq_cst);
+}
+
+int hak_unshare(int flags) {
+  purger_pause();
+  return (int)syscall(SYS_unshare, flags);
+}
+
+int hak_setns(int fd, int nstype) {
+  purger_pause();
+  return (int)syscall(SYS_setns, fd, nstype);
 }
 
 /* Set by the main thread only (and a forked child's one thread, which is
@@ -392,3 +422,4 @@ int hak_malloc_trim(size_t pad) {
 }
 
 HAK_DEFINE_EXPORTS(HAK_EXPORTS_PURGE)
+HAK_DEFINE_WEAK_EXPORTS(HAK_EXPORTS_NAMESPACES)
