@@ -178,6 +178,7 @@ enum {
   HAK_XSTATE_ACTIVE    = 0,  /* owned by a heap; its owner gathers remote frees */
   HAK_XSTATE_ABANDONED = 1,  /* no owner and not queued: the next remote free publishes it */
   HAK_XSTATE_PUBLISHED = 2,  /* no owner, in its class's reclaim queue for adoption */
+  HAK_XSTATE_FREED     = 3,  /* no page any more (hak_page_free_span): a push is a double free */
   HAK_XSTATE_MASK      = 3,
 };
 
@@ -269,7 +270,8 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   ABANDONED, or to PUBLISHED if it has room); the remote free that finds
  *   it ABANDONED moves it to PUBLISHED and queues it; only a popper of the
  *   reclaim queue, or the last owner re-adopting on free, moves it back to
- *   ACTIVE.
+ *   ACTIVE. The thread that frees the page's span, used == 0, moves it to
+ *   FREED (before the free tags are cleared), and page_init to ACTIVE again.
  * - Span fields (slice_count, span_kind, dirty, dirty_slices, purge_at) and
  *   the links of free spans are written only under the segment's arena lock
  *   (a free looks at its neighbours' kinds to coalesce). */

@@ -89,6 +89,7 @@ static uintptr_t xthread_push(hak_page_t *page, hak_block_t *first, hak_block_t 
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;
   do {
     state = old & HAK_XSTATE_MASK;
+    if (hak_unlikely(state == HAK_XSTATE_FREED)) hak_report_freed(HAK_OP_FREE, first, "its page was freed meanwhile");
     if (state == HAK_XSTATE_ABANDONED) state = HAK_XSTATE_PUBLISHED;
     hak_block_set_next_remote(page, last, hak_xlist_first(old));
   } while (!atomic_compare_exchange_weak_explicit(&page->xthread_free, &old,
