@@ -216,9 +216,11 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
     if (hak_unlikely(hak_tracking)) hak_track_free(p, ref.usable, false);
+    bool given_back = true;
     if (ref.seg == NULL) hak_giant_free(p);
-    else if (page->span_kind == HAK_SPAN_LARGE) hak_large_free(page);
-    else hak_huge_free(ref.seg, page);
+    else if (page->span_kind == HAK_SPAN_LARGE) given_back = hak_large_free(page);
+    else given_back = hak_huge_free(ref.seg, page);
+    if (hak_unlikely(!given_back)) hak_report_freed(HAK_OP_FREE, p, "freed by another thread at the same time");
     return;
   }
   hak_block_t *b = p;

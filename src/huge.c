@@ -250,14 +250,18 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
   return (const uint8_t *)p == start ? seg->size - HUGE_GUARD - (size_t)(start - (uint8_t *)seg) : 0;
 }
 
-void hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
+/* False if the block was freed already: a second free that raced the first
+ * past the lock-free checks, which the caller reports. One of them takes
+ * the block, by its kind. */
+bool hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
+  if (__atomic_exchange_n(&page->span_kind, HAK_SPAN_FREE, __ATOMIC_ACQ_REL) != HAK_SPAN_HUGE) return false;
 #if HAKMEM_SECURE   /* before the segment is cached (purged, trimmed, reused) or unmapped */
   hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
 #endif
   hak_segment_map_set(seg, false);
   huge_unaccount(seg->size);
-  page->span_kind = HAK_SPAN_FREE;
   cache_put(seg);
+  return true;
 }
 
 /* Resize a huge block to `total` bytes of mapping: in place if the address

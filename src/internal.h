@@ -892,9 +892,9 @@ HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, size_
  * judged next (segment.c: use_record_t). */
 HAK_INTERNAL bool hak_medium_use_is_dense(void);
 HAK_INTERNAL void hak_medium_use_probe(const hak_page_t *page);
-HAK_INTERNAL void hak_span_free(hak_page_t *page);
+HAK_INTERNAL bool hak_span_free(hak_page_t *page);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero);
-HAK_INTERNAL void  hak_large_free(hak_page_t *span);
+HAK_INTERNAL bool  hak_large_free(hak_page_t *span);
 HAK_INTERNAL void  hak_large_shrink(hak_page_t *span, size_t size);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
 HAK_INTERNAL uint64_t hak_arena_purge_due(hak_arena_t *a, uint64_t now, bool wait);
@@ -912,7 +912,7 @@ HAK_INTERNAL void hak_segments_fork_child(void);
 
 /* huge.c */
 HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
-HAK_INTERNAL void  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
+HAK_INTERNAL bool  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
 HAK_INTERNAL bool  hak_huge_cache_holds(const hak_segment_t *seg);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
 HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);

@@ -513,6 +513,15 @@ static void release_as_family(void *p, unsigned family, bool sized, size_t given
   }
 }
 
+/* A quarantined block's second word (quarantine_fill). */
+static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
+
+/* A block two threads freed at once (left_quarantine_already, and
+ * canary_failed). Never returns (noipa: as canary_failed, jumped to). */
+static __attribute__((noipa)) void report_freed_at_once(const void *p) {
+  hak_report_freed(HAK_OP_FREE, p, "freed by another thread at the same time");
+}
+
 /* canary_intact found something wrong with p's canary: what, reported.
  * Returns only for a free or delete whose family mismatch the program's
  * own operators explain (family_explained): the block is then released as
@@ -523,6 +532,9 @@ static void release_as_family(void *p, unsigned family, bool sized, size_t given
  * so a frame on every free.) */
 static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, size_t usable, bool sized,
                                                   size_t given) {
+  /* Tagged since the caller's test: another thread's free of p, at once,
+   * filled it (over the canary of a block of up to 64 bytes). */
+  if (((const uintptr_t *)p)[1] == quarantine_tag(keys(), p)) report_freed_at_once(p);
   size_t size;
   if (canary_intact(keys(), op, p, usable, false, 0, &size)) size_differs(op, p, size);   /* whole: the size was wrong */
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
@@ -599,8 +611,6 @@ static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_
  * of several slices) wait in the other. */
 enum { RING_SMALL, RING_LARGE };
 
-static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintptr_t)p ^ ks.tag; }
-
 /* A block of an arena segment (ref->seg; giant blocks skip quarantine):
  * it starts its block, so its second word is its own, where a quarantined
  * block keeps its tag (aligned blocks start their block too, alloc.c). */
@@ -633,9 +643,27 @@ static inline void quarantine_fill(keys_t ks, void *p, size_t usable) {
   for (size_t at = 16; at < QUARANTINE_FILL; at += 16) memcpy((uint8_t *)p + fill_at(usable, at), &v, 16);
 }
 
+/* Whether p, whose fill failed its check as it left the quarantine, is
+ * free already: it was in quarantine twice. Two threads freed it at once,
+ * each passing the test for its tag before the other wrote it (a locked
+ * exchange of the tag would close that window, at 15-20% of a free's time
+ * here). The first copy to leave gave the block back, clearing its later
+ * tags, so the second fails the check whatever became of the block: still
+ * free (found so here), or handed out again (then reported as written
+ * after free, by its new owner). Never handed out twice: only a copy whose
+ * fill is intact gives the block back. */
+static bool left_quarantine_already(const void *p) {
+  hak_segment_t *seg = hak_segment_lookup(p);
+  if (seg == NULL) return false;
+  const hak_page_t *page = hak_slice_at(seg, p)->page;
+  if (page->span_kind == HAK_SPAN_FREE) return true;
+  return page->span_kind == HAK_SPAN_PAGE && ((const hak_block_t *)p)->free_tag == hak_free_tag(page);
+}
+
 /* The block leaves quarantine: unchanged since it was filled, or reported.
  * Never returns (noipa: as canary_failed, jumped to). */
 static __attribute__((noipa)) void report_use_after_free(const void *p, size_t fill) {
+  if (left_quarantine_already(p)) report_freed_at_once(p);
   const uint8_t *b = p;
   size_t i = 0;
   for (; i + 1 < fill; i++) {   /* the first byte that differs from the fill */

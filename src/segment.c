@@ -605,13 +605,18 @@ static void span_give_back(hak_arena_t *a, hak_page_t *span, size_t n) {
   else if (delay == 0) span_purge(a, span, now, false);
 }
 
-/* Return a page's or a large block's span to its segment's arena. */
-void hak_span_free(hak_page_t *span) {
+/* Return a page's or a large block's span to its segment's arena. False if
+ * it is free already: a large block's second free, which raced the first
+ * past the lock-free checks (span_give_back marks the span free even if it
+ * merges away). */
+bool hak_span_free(hak_page_t *span) {
   hak_arena_t *a = hak_segment_of(span)->arena;
   hak_lock(&a->lock);
-  span_give_back(a, span, span->slice_count);
+  bool was_used = span->span_kind != HAK_SPAN_FREE;
+  if (was_used) span_give_back(a, span, span->slice_count);
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
+  return was_used;
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -779,14 +784,19 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
   return p;
 }
 
-void hak_large_free(hak_page_t *span) {
+/* False if the block was freed already (hak_span_free): the caller reports
+ * it. (A second free racing the first undoes the guard and the advice
+ * again, which the first undid: no harm before the report.) */
+bool hak_large_free(hak_page_t *span) {
+  size_t size = span->block_size;
 #if HAKMEM_SECURE
-  hak_secure_guard(hak_page_area(span) + span->block_size, false);   /* before the span may be reused or purged */
+  hak_secure_guard(hak_page_area(span) + size, false);   /* before the span may be reused or purged */
 #endif
+  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), size, false);   /* (see use_record_t) */
+  if (!hak_span_free(span)) return false;
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)span->block_size, memory_order_relaxed);
-  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), span->block_size, false);   /* (see use_record_t) */
-  hak_span_free(span);
+  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)size, memory_order_relaxed);
+  return true;
 }
 
 #if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
