@@ -324,7 +324,8 @@ hak_growth_t hak_realloc_growth(size_t usable, size_t need) {
 static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref_t *ref) {
   size_t usable = ref->usable;
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
-  if (ref->seg != NULL && ref->page->span_kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
+  if (ref->kind == HAK_SPAN_HUGE && size > HAK_MEDIUM_MAX && !hak_tracking) {
+    if (!hak_huge_take_for_resize(ref->page)) hak_report_raced(HAK_OP_REALLOC, p);
     void *q = hak_huge_realloc(ref->seg, ref->page, size);   /* no copy */
     if (q != NULL) { errno = saved; return q; }
   }
@@ -347,10 +348,11 @@ static HAK_NOINLINE void *realloc_move(void *p, size_t size, const hak_block_ref
  * by doubling and cut to its length at the end would otherwise keep up to
  * twice that resident. Returns its usable size now. */
 static HAK_NOINLINE size_t realloc_shrink(const void *p, size_t size, const hak_block_ref_t *ref) {
-  if (ref->page->span_kind == HAK_SPAN_LARGE) {
-    hak_large_shrink(ref->page, size);
+  if (ref->kind == HAK_SPAN_LARGE) {
+    if (!hak_large_shrink(ref->page, ref->usable, size)) hak_report_raced(HAK_OP_REALLOC, p);
     return ref->page->block_size;
   }
+  if (!hak_huge_take_for_resize(ref->page)) hak_report_raced(HAK_OP_REALLOC, p);
   hak_huge_shrink(ref->seg, ref->page, size);
   return hak_huge_usable_size(ref->seg, ref->page, p);
 }
@@ -367,7 +369,7 @@ void *hak_realloc(void *p, size_t size) {
   size_t usable = ref.usable;
   if (size <= usable && size >= usable / 2) {   /* fits, without wasting half */
     size_t kept = usable;
-    if (usable - size >= HAK_SLICE_SIZE && ref.seg != NULL && ref.page->span_kind != HAK_SPAN_PAGE)
+    if (usable - size >= HAK_SLICE_SIZE && (ref.kind == HAK_SPAN_LARGE || ref.kind == HAK_SPAN_HUGE))
       kept = realloc_shrink(p, size, &ref);
     if (hak_unlikely(hak_tracking)) hak_track_cut(p, size, kept, usable);
     return p;

@@ -46,6 +46,12 @@ static HAK_NOINLINE HAK_NORETURN void report(hak_op_t op, const void *p, const c
   hak_fatal("%s of %p, %s", hak_op_name(op), p, what);
 }
 
+/* p was found live, then another thread's free or realloc of it took it
+ * first (free: a double free). */
+HAK_NORETURN void hak_report_raced(hak_op_t op, const void *p) {
+  hak_report_freed(op, p, "freed or resized by another thread at the same time");
+}
+
 /* The block is free already: for free (or delete), a double free. */
 HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what) {
   if (op == HAK_OP_FREE) hak_fatal("double free of %p (%s)", p, what);
@@ -75,7 +81,11 @@ static HAK_NOINLINE void block_search(hak_op_t op, const void *p, hak_block_ref_
   ref->seg = seg;
   ref->page = page;
   uint8_t *area = hak_page_area(page);
-  switch (page->span_kind) {
+  uint8_t kind = __atomic_load_n(&page->span_kind, __ATOMIC_RELAXED);
+  ref->kind = kind;
+  switch (kind) {
+    case HAK_SPAN_RESIZING:
+      report(op, p, "a huge block another thread's realloc is resizing (freed or resized twice at once)");
     case HAK_SPAN_HUGE:
       if ((const uint8_t *)p < area) report(op, p, "not allocated by hakmem (in a huge block's header)");
       if ((const uint8_t *)p != area) report(op, p, "not the start of a block (a pointer inside a huge one)");
@@ -113,7 +123,7 @@ void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
     const hak_slice_t *slice = hak_slice_at(seg, p);
     hak_page_t *page = slice->page;
     if (page != NULL && hak_block_starts(slice, p) && !block_is_free(p, page)) {
-      *ref = (hak_block_ref_t){ seg, page, page->block_size };
+      *ref = (hak_block_ref_t){ seg, page, page->block_size, HAK_SPAN_PAGE };
       return;
     }
   }
@@ -213,14 +223,16 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_FREE, p, &ref);
   hak_page_t *page = ref.page;
-  if (ref.seg == NULL || page->span_kind != HAK_SPAN_PAGE) {
+  if (ref.kind != HAK_SPAN_PAGE) {
     if (hak_owner_counted) count_free(heap, 0, false);
     if (hak_unlikely(hak_tracking)) hak_track_free(p, ref.usable, false);
-    bool given_back = true;
-    if (ref.seg == NULL) hak_giant_free(p);
-    else if (page->span_kind == HAK_SPAN_LARGE) given_back = hak_large_free(page);
+    /* Each gives the block back only if it is still as found: another
+     * thread's free (or realloc) of it may have come first. */
+    bool given_back;
+    if (ref.seg == NULL) given_back = hak_giant_free(p);
+    else if (ref.kind == HAK_SPAN_LARGE) given_back = hak_large_free(page);
     else given_back = hak_huge_free(ref.seg, page);
-    if (hak_unlikely(!given_back)) hak_report_freed(HAK_OP_FREE, p, "freed by another thread at the same time");
+    if (hak_unlikely(!given_back)) hak_report_raced(HAK_OP_FREE, p);
     return;
   }
   hak_block_t *b = p;

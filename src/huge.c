@@ -250,11 +250,47 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
   return (const uint8_t *)p == start ? seg->size - HUGE_GUARD - (size_t)(start - (uint8_t *)seg) : 0;
 }
 
-/* False if the block was freed already: a second free that raced the first
- * past the lock-free checks, which the caller reports. One of them takes
- * the block, by its kind. */
+/* ------------------------------------------------------------ who changes a huge block
+ *
+ * A live huge block is taken by one compare-and-swap of its kind: by free
+ * for good (HUGE to FREE), by realloc for its resize (HUGE to RESIZING,
+ * and HUGE again when done, on the segment it is on then). A free or a
+ * realloc that finds another kind was raced by another thread's (a double
+ * free, or a free during a realloc), and its caller reports it: run on, it
+ * would cache or unmap a segment the other call is moving. fork waits for
+ * the resizes in progress (each holds resize_lock to read), so a child never
+ * inherits a block taken for one, which it could then not free. */
+static pthread_rwlock_t resize_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+static bool huge_take(hak_page_t *page, uint8_t kind) {
+  uint8_t live = HAK_SPAN_HUGE;
+  return __atomic_compare_exchange_n(&page->span_kind, &live, kind, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+}
+
+/* realloc's: false if the block is not live any more (the caller reports
+ * it). Taken, it is released by hak_huge_realloc or hak_huge_shrink. */
+bool hak_huge_take_for_resize(hak_page_t *page) {
+  hak_locks_held++;   /* (as hak_lock: a fork from a signal handler here takes no lock) */
+  atomic_signal_fence(memory_order_seq_cst);
+  pthread_rwlock_rdlock(&resize_lock);
+  if (huge_take(page, HAK_SPAN_RESIZING)) return true;
+  pthread_rwlock_unlock(&resize_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  hak_locks_held--;
+  return false;
+}
+
+/* The resize is done: the block, on `page` now, is live again. */
+static void huge_resized(hak_page_t *page) {
+  __atomic_store_n(&page->span_kind, HAK_SPAN_HUGE, __ATOMIC_RELEASE);
+  pthread_rwlock_unlock(&resize_lock);
+  atomic_signal_fence(memory_order_seq_cst);
+  hak_locks_held--;
+}
+
+/* False if the block was not live any more (the caller reports it). */
 bool hak_huge_free(hak_segment_t *seg, hak_page_t *page) {
-  if (__atomic_exchange_n(&page->span_kind, HAK_SPAN_FREE, __ATOMIC_ACQ_REL) != HAK_SPAN_HUGE) return false;
+  if (!huge_take(page, HAK_SPAN_FREE)) return false;
 #if HAKMEM_SECURE   /* before the segment is cached (purged, trimmed, reused) or unmapped */
   hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
 #endif
@@ -310,19 +346,24 @@ static void *huge_resize(hak_segment_t *seg, hak_page_t *page, size_t offset, si
   return huge_setup(target, total, offset);
 }
 
+/* The block taken for its resize (hak_huge_take_for_resize), released on
+ * return. NULL if neither way worked (the block is as it was). */
 void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
   size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
-  if (new_size > HAK_MAX_REQUEST) return NULL;
-  size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE) + HUGE_GUARD;
+  uint8_t *p = NULL;
+  if (new_size <= HAK_MAX_REQUEST) {
+    size_t total = hak_align_up(offset + new_size, HAK_OS_PAGE) + HUGE_GUARD;
 #if HAKMEM_SECURE   /* the guard page goes to the new end (lifted first: mremap takes one mapping) */
-  hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
-  uint8_t *p = huge_resize(seg, page, offset, total);
-  hak_segment_t *now = p != NULL ? (hak_segment_t *)(p - offset) : seg;
-  hak_secure_guard((uint8_t *)now + now->size - HUGE_GUARD, true);
-  return p;
+    hak_secure_guard((uint8_t *)seg + seg->size - HUGE_GUARD, false);
+    p = huge_resize(seg, page, offset, total);
+    hak_segment_t *now = p != NULL ? (hak_segment_t *)(p - offset) : seg;
+    hak_secure_guard((uint8_t *)now + now->size - HUGE_GUARD, true);
 #else
-  return huge_resize(seg, page, offset, total);
+    p = huge_resize(seg, page, offset, total);
 #endif
+  }
+  huge_resized(p != NULL ? hak_page_of(hak_segment_of(p), p) : page);
+  return p;
 }
 
 #if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
@@ -332,6 +373,7 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
 void hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
   size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
   (void)huge_resize_in_place(seg, page, hak_align_up(offset + size, HAK_OS_PAGE));
+  huge_resized(page);
 }
 #endif
 
@@ -448,6 +490,15 @@ size_t hak_giant_usable_size(const void *p) {
 }
 
 /* ------------------------------------------------------------ fork */
+
+/* The resizes first (init.c): a resize holds resize_lock outside any other
+ * (a report it makes takes the report lock). */
+void hak_huge_resize_fork_prepare(void) { pthread_rwlock_wrlock(&resize_lock); }
+void hak_huge_resize_fork_parent(void) { pthread_rwlock_unlock(&resize_lock); }
+void hak_huge_resize_fork_child(void) {
+  pthread_rwlock_t unlocked = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+  resize_lock = unlocked;
+}
 
 void hak_huge_fork_prepare(void) {
   pthread_mutex_lock(&cache_lock);

@@ -19,8 +19,9 @@ _Atomic int hak_init_state;
  *
  * fork() in a multi-threaded process: hold every allocator lock across it,
  * so the child never inherits a lock held by a thread that does not exist
- * there. Taken in the order the allocator nests them: report, shared heap,
- * heaps, reclaim, arenas, huge cache and giant list.
+ * there. Taken in the order the allocator nests them: huge blocks' resizes
+ * (huge.c), report, shared heap, heaps, reclaim, arenas, huge cache and
+ * giant list.
  *
  * Two other locks order against ours:
  * - stdio's list lock, which glibc's fork takes itself, but only after the
@@ -57,6 +58,7 @@ static void fork_prepare(void) {
   fork_locked = !hak_single_threaded() && hak_locks_held == 0;
   if (!fork_locked) return;
   if (_IO_list_lock) _IO_list_lock();
+  hak_huge_resize_fork_prepare();
   hak_stats_fork_prepare();
   hak_heaps_fork_prepare();
   hak_reclaim_fork_prepare();
@@ -70,6 +72,7 @@ static void fork_parent(void) {
   hak_reclaim_fork_parent();
   hak_heaps_fork_parent();
   hak_stats_fork_parent();
+  hak_huge_resize_fork_parent();
   if (_IO_list_unlock) _IO_list_unlock();
 }
 static void fork_child(void) {
@@ -79,6 +82,7 @@ static void fork_child(void) {
     hak_reclaim_fork_child();
     hak_heaps_fork_child();
     hak_stats_fork_child();
+    hak_huge_resize_fork_child();
     if (_IO_list_resetlock) _IO_list_resetlock();
   }
   /* After the locks: the child has no purger thread (yet), and marking

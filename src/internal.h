@@ -197,7 +197,8 @@ static inline size_t hak_xlist_count(uintptr_t x) { return (size_t)(x >> HAK_XCO
 /* FREE: in an arena's free lists. PAGE: blocks of one size class. LARGE: one
  * block over HAK_MEDIUM_MAX, owned by nobody. HUGE: the block of a huge
  * segment. META: a segment header. */
-enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_LARGE, HAK_SPAN_HUGE, HAK_SPAN_META };
+enum { HAK_SPAN_FREE = 0, HAK_SPAN_PAGE, HAK_SPAN_LARGE, HAK_SPAN_HUGE, HAK_SPAN_META,
+       HAK_SPAN_RESIZING };   /* RESIZING: a huge block realloc is resizing (huge.c) */
 
 /* Low bits of a page's owner word (hak_slice_t; heaps are page-aligned, so
  * the bits are free). */
@@ -304,7 +305,8 @@ typedef struct hak_page_s {
                                             owner; read by a counted free or a foreign free (free.c) from any
                                             thread, and the census */
   uint8_t span_kind;                     /* written under the arena lock (a huge block's: before its segment
-                                            is mapped); read by any thread freeing a block, the census, the purger */
+                                            is mapped, then by compare-and-swap, huge.c); read by any thread
+                                            freeing a block, the census, the purger */
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if !HAKMEM_SECURE   /* (the secure variant's are on the second line: its first is full) */
@@ -892,10 +894,10 @@ HAK_INTERNAL hak_page_t *hak_span_alloc(hak_arena_t *arena, size_t slices, size_
  * judged next (segment.c: use_record_t). */
 HAK_INTERNAL bool hak_medium_use_is_dense(void);
 HAK_INTERNAL void hak_medium_use_probe(const hak_page_t *page);
-HAK_INTERNAL bool hak_span_free(hak_page_t *page);
+HAK_INTERNAL bool hak_span_free(hak_page_t *page, uint8_t kind);
 HAK_INTERNAL void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero);
 HAK_INTERNAL bool  hak_large_free(hak_page_t *span);
-HAK_INTERNAL void  hak_large_shrink(hak_page_t *span, size_t size);
+HAK_INTERNAL bool  hak_large_shrink(hak_page_t *span, size_t usable, size_t size);
 HAK_INTERNAL uint64_t hak_arenas_purge_due(uint64_t now, bool wait);
 HAK_INTERNAL uint64_t hak_arena_purge_due(hak_arena_t *a, uint64_t now, bool wait);
 HAK_INTERNAL void hak_arena_purge_all(hak_arena_t *a);
@@ -915,6 +917,7 @@ HAK_INTERNAL void *hak_huge_alloc(size_t size, size_t align, bool zero);
 HAK_INTERNAL bool  hak_huge_free(hak_segment_t *seg, hak_page_t *page);
 HAK_INTERNAL bool  hak_huge_cache_holds(const hak_segment_t *seg);
 HAK_INTERNAL size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p);
+HAK_INTERNAL bool  hak_huge_take_for_resize(hak_page_t *page);
 HAK_INTERNAL void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size);
 HAK_INTERNAL void  hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size);
 HAK_INTERNAL void  hak_huge_cache_flush(void);
@@ -922,6 +925,9 @@ HAK_INTERNAL uint64_t hak_huge_cache_decay(uint64_t now, bool wait);
 HAK_INTERNAL size_t hak_huge_cache_bytes(void);
 HAK_INTERNAL bool  hak_giant_free(void *p);
 HAK_INTERNAL size_t hak_giant_usable_size(const void *p);
+HAK_INTERNAL void hak_huge_resize_fork_prepare(void);
+HAK_INTERNAL void hak_huge_resize_fork_parent(void);
+HAK_INTERNAL void hak_huge_resize_fork_child(void);
 HAK_INTERNAL void hak_huge_fork_prepare(void);
 HAK_INTERNAL void hak_huge_fork_parent(void);
 HAK_INTERNAL void hak_huge_fork_child(void);
@@ -1018,10 +1024,13 @@ typedef struct hak_block_ref_s {
   hak_page_t *page;                      /* its span: a page (p is the block: every block handed
                                             out starts its block), a large or a huge block */
   size_t usable;                         /* bytes from p to the end of the block */
+  uint8_t kind;                          /* the span's kind as found (PAGE, LARGE or HUGE; giant: FREE):
+                                            read again later, it may be another thread's by then */
 } hak_block_ref_t;
 HAK_INTERNAL void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref);
 HAK_INTERNAL const char *hak_op_name(hak_op_t op);
 HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what);
+HAK_INTERNAL HAK_NOINLINE HAK_NORETURN void hak_report_raced(hak_op_t op, const void *p);
 
 /* purge.c */
 #define HAK_PURGE_DELAY_MAX 500          /* ms: most an arena's delay adapts up to */

@@ -276,7 +276,7 @@ void hak_page_free_span(hak_page_t *page) {
   page_clear_check(page);
   hak_page_set_owner(page, 0);   /* (0 outside pages: hak_slice_t) */
   hak_page_stat_inc(&hak_page_stats[page->bin].pages_freed);
-  bool given_back = hak_span_free(page);
+  bool given_back = hak_span_free(page, HAK_SPAN_PAGE);
   hak_assert(given_back);   /* (its state, FREED above, lets one thread only here) */
   (void)given_back;
 }

@@ -518,9 +518,7 @@ static inline uintptr_t quarantine_tag(keys_t ks, const void *p) { return (uintp
 
 /* A block two threads freed at once (left_quarantine_already, and
  * canary_failed). Never returns (noipa: as canary_failed, jumped to). */
-static __attribute__((noipa)) void report_freed_at_once(const void *p) {
-  hak_report_freed(HAK_OP_FREE, p, "freed by another thread at the same time");
-}
+static __attribute__((noipa)) void report_freed_at_once(const void *p) { hak_report_raced(HAK_OP_FREE, p); }
 
 /* canary_intact found something wrong with p's canary: what, reported.
  * Returns only for a free or delete whose family mismatch the program's
@@ -682,7 +680,19 @@ static HAK_NOINLINE void release_zeroed(hak_heap_t *heap, void *p, size_t usable
   hak_free_released(p, heap);
 }
 
-static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, void *p, size_t usable) {
+/* p leaves `ring` of quarantine. A block of the larger blocks' ring may
+ * have lost its memory: a second copy of a block two threads freed at once
+ * (left_quarantine_already), whose first copy gave back its huge segment,
+ * or emptied its arena segment and that went back to the OS. Its segment
+ * is looked up first (a small block's copy is not: its page's segment
+ * goes only if it empties at a purge delay of 0, and the check would cost
+ * every free; such a copy faults on its fill). */
+static inline __attribute__((always_inline)) void quarantine_release(keys_t ks, hak_heap_t *heap, unsigned ring,
+                                                                    void *p, size_t usable) {
+  if (ring == RING_LARGE && hak_unlikely(hak_segment_lookup(p) == NULL)) {
+    report_freed_at_once(p);
+    return;
+  }
   fill_t a, v = { freed_word, quarantine_tag(ks, p) };
   uint8_t *later[QUARANTINE_FILL / 16 - 1];   /* where the last three vectors are */
   for (size_t i = 0; i < QUARANTINE_FILL / 16 - 1; i++) later[i] = (uint8_t *)p + fill_at(usable, 16 * (i + 1));
@@ -722,7 +732,7 @@ static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
 static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   void *p;
   size_t usable = quarantine_take(&heap->quarantine[ring], ring, &p);
-  quarantine_release(keys(), heap, p, usable);
+  quarantine_release(keys(), heap, ring, p, usable);
   if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) hak_quarantine_age(heap);   /* a turn */
 }
 
@@ -768,7 +778,7 @@ void hak_quarantine_age(hak_heap_t *heap) {
 
 /* The free fast path's block `old`, out of quarantine, turned its ring. */
 static HAK_NOINLINE void quarantine_turned(hak_heap_t *heap, void *old, size_t old_usable) {
-  quarantine_release(keys(), heap, old, old_usable);
+  quarantine_release(keys(), heap, RING_SMALL, old, old_usable);
   hak_quarantine_age(heap);
 }
 
@@ -831,7 +841,7 @@ static inline __attribute__((always_inline)) void quarantine_put(keys_t ks, hak_
       quarantine_turned(heap, old, old_usable);
       return;
     }
-    quarantine_release(ks, heap, old, old_usable);
+    quarantine_release(ks, heap, ring, old, old_usable);
     return;
   }
   quarantine_put_slow(heap, ring, p, usable);
@@ -1011,7 +1021,7 @@ size_t hak_secure_usable_size(const void *p) {
  * a mismatch (an attack helper's program). */
 static bool fits_in_place(const hak_block_ref_t *ref, size_t need, size_t usable) {
   if (need > usable || need < usable / 2) return false;
-  return (ref->seg != NULL && ref->page->span_kind == HAK_SPAN_PAGE) || hak_align_up(need, HAK_OS_PAGE) >= usable;
+  return ref->kind == HAK_SPAN_PAGE || hak_align_up(need, HAK_OS_PAGE) >= usable;
 }
 
 /* Shrinks and small growth stay in place (with a new canary) where the
@@ -1028,8 +1038,8 @@ void *hak_secure_realloc(void *p, size_t size) {
   size_t need = hak_secure_request(size);
   if (fits_in_place(&ref, need, usable)) return canary_write(p, usable, size, HAK_FAMILY_MALLOC, false);
   int saved = errno;   /* (a way tried and refused on the way is not the call's failure) */
-  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES &&
-      size > HAK_MEDIUM_MAX && !hak_tracking) {
+  if (ref.kind == HAK_SPAN_HUGE && usable > QUARANTINE_BYTES && size > HAK_MEDIUM_MAX && !hak_tracking) {
+    if (!hak_huge_take_for_resize(ref.page)) hak_report_raced(HAK_OP_REALLOC, p);
     void *q = hak_huge_realloc(ref.seg, ref.page, need);
     if (q != NULL) { errno = saved; return hak_secure_handout(q, size); }
   }

@@ -605,14 +605,14 @@ static void span_give_back(hak_arena_t *a, hak_page_t *span, size_t n) {
   else if (delay == 0) span_purge(a, span, now, false);
 }
 
-/* Return a page's or a large block's span to its segment's arena. False if
- * it is free already: a large block's second free, which raced the first
- * past the lock-free checks (span_give_back marks the span free even if it
- * merges away). */
-bool hak_span_free(hak_page_t *span) {
+/* Return a page's or a large block's span to its segment's arena, if it is
+ * still of `kind`. False if not: a large block's second free, which raced
+ * the first past the lock-free checks, finds it free (span_give_back marks
+ * a span free even if it merges away), or taken since for something else. */
+bool hak_span_free(hak_page_t *span, uint8_t kind) {
   hak_arena_t *a = hak_segment_of(span)->arena;
   hak_lock(&a->lock);
-  bool was_used = span->span_kind != HAK_SPAN_FREE;
+  bool was_used = span->span_kind == kind;
   if (was_used) span_give_back(a, span, span->slice_count);
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
@@ -793,20 +793,30 @@ bool hak_large_free(hak_page_t *span) {
   hak_secure_guard(hak_page_area(span) + size, false);   /* before the span may be reused or purged */
 #endif
   if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), size, false);   /* (see use_record_t) */
-  if (!hak_span_free(span)) return false;
+  if (!hak_span_free(span, HAK_SPAN_LARGE)) return false;
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)size, memory_order_relaxed);
   return true;
 }
 
 #if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
-/* realloc shrinking a large block to `size` bytes in place: the slices past
- * it go back to the arena, as if freed (a block that wastes less than half
- * stays where it is, alloc.c; its tail would otherwise stay resident with
- * it). */
-void hak_large_shrink(hak_page_t *span, size_t size) {
+/* realloc shrinking a large block of `usable` bytes to `size` in place: the
+ * slices past it go back to the arena, as if freed (a block that wastes
+ * less than half stays where it is, alloc.c; its tail would otherwise stay
+ * resident with it). False, and nothing done, if another thread freed the
+ * block meanwhile (the caller reports it). */
+bool hak_large_shrink(hak_page_t *span, size_t usable, size_t size) {
+  hak_segment_t *seg = hak_segment_of(span);
+  hak_arena_t *a = seg->arena;
+  hak_lock(&a->lock);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
+  /* Still the block realloc found (`usable` bytes), not freed by another
+   * thread meanwhile: else the caller reports it. */
+  if (span->span_kind != HAK_SPAN_LARGE || span->block_size != usable) {
+    hak_unlock(&a->lock);
+    return false;
+  }
   size_t keep = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT, n = span->slice_count - keep;
-  hak_assert(keep > 0 && keep < span->slice_count && span->span_kind == HAK_SPAN_LARGE);
+  hak_assert(keep > 0 && keep < span->slice_count);
   uint8_t *area = hak_page_area(span), *cut = area + (keep << HAK_SLICE_SHIFT), *end = cut + (n << HAK_SLICE_SHIFT);
   if (span->huge_pages) {   /* the advised stretches the block no longer holds whole: from the cut's on */
     uint8_t *from = (uint8_t *)((uintptr_t)cut & ~(uintptr_t)(HAK_THP_SIZE - 1));
@@ -814,10 +824,7 @@ void hak_large_shrink(hak_page_t *span, size_t size) {
     hak_os_huge_pages(from, (size_t)(end - from), false);
   }
   atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)(n << HAK_SLICE_SHIFT), memory_order_relaxed);
-  hak_segment_t *seg = hak_segment_of(span);
-  hak_arena_t *a = seg->arena;
   hak_page_t *tail = span + keep;
-  hak_lock(&a->lock);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
   for (size_t i = 0; i < n; i++) seg->slices[slice_index(tail) + i].page = tail;
   tail->slice_count = (uint16_t)n;
   span->slice_count = (uint16_t)keep;
@@ -825,6 +832,7 @@ void hak_large_shrink(hak_page_t *span, size_t size) {
   span_give_back(a, tail, n);
   hak_assert(arena_is_valid(a));
   hak_unlock(&a->lock);
+  return true;
 }
 #endif
 

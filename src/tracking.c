@@ -88,7 +88,7 @@ void hak_track_handout(void *p, size_t size, bool zero) {
   VALGRIND_MALLOCLIKE_BLOCK(p, usable_of(p, &ref), 0, zero);
   /* A block's tag word is read by every free (the double-free check),
    * whether or not the program wrote it: it holds 0, defined. */
-  if (ref.seg != NULL && ref.page->span_kind == HAK_SPAN_PAGE)
+  if (ref.kind == HAK_SPAN_PAGE)
     VALGRIND_MAKE_MEM_DEFINED(&((hak_block_t *)p)->free_tag, sizeof ((hak_block_t *)p)->free_tag);
 }
 

@@ -27,7 +27,7 @@ static void segments_are_aligned_and_mapped(void) {
     hak_page_t *span = hak_span_alloc(&arena, n, 1, HAK_SPAN_PAGE, false, NULL);
     CHECKF(span != NULL, "span of %zu", n);
     check_page_span(span, n);
-    hak_span_free(span);
+    hak_span_free(span, HAK_SPAN_PAGE);
   }
 }
 
@@ -35,13 +35,16 @@ static void free_spans_coalesce(void) {
   hak_page_t *a = hak_span_alloc(&arena, 3, 1, HAK_SPAN_PAGE, false, NULL), *b = hak_span_alloc(&arena, 5, 1, HAK_SPAN_PAGE, false, NULL), *c = hak_span_alloc(&arena, 2, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(hak_segment_of(a) == hak_segment_of(c), "one segment");
   CHECKF(b == a + 3 && c == b + 5, "spans are carved in order");
-  hak_span_free(b);
-  hak_span_free(a);
-  hak_span_free(c);
+  CHECKF(!hak_span_free(b, HAK_SPAN_LARGE), "a page's span freed as a large block's");
+  CHECKF(hak_span_free(b, HAK_SPAN_PAGE), "the span given back");
+  CHECKF(!hak_span_free(b, HAK_SPAN_PAGE), "the span given back twice");
+  hak_span_free(a, HAK_SPAN_PAGE);
+  CHECKF(!hak_span_free(b, HAK_SPAN_PAGE), "the span given back again, merged into the one before it");
+  hak_span_free(c, HAK_SPAN_PAGE);
   hak_page_t *all = hak_span_alloc(&arena, 10, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(all == a, "the three freed spans merged back into one (got %p, want %p)", (void *)all, (void *)a);
   check_page_span(all, 10);
-  hak_span_free(all);
+  hak_span_free(all, HAK_SPAN_PAGE);
 }
 
 static void empty_segments_beyond_a_few_are_released(void) {
@@ -53,7 +56,7 @@ static void empty_segments_beyond_a_few_are_released(void) {
     CHECKF(whole[i] != NULL, "segment %d", i);
   }
   CHECKF(arena.segment_count >= N, "%zu segments", arena.segment_count);
-  for (int i = 0; i < N; i++) hak_span_free(whole[i]);
+  for (int i = 0; i < N; i++) hak_span_free(whole[i], HAK_SPAN_PAGE);
   /* Kept until their memory is due back (the purge delay), then unmapped. */
   hak_arena_purge_all(&arena);
   CHECKF(arena.empty_segments == HAK_EMPTY_SEGMENTS_KEPT && arena.segment_count == HAK_EMPTY_SEGMENTS_KEPT,
@@ -95,13 +98,13 @@ static void aligned_spans_start_on_their_alignment(void) {
     if (hak_segment_of(span) == hak_segment_of(before) && span > before + 1)
       CHECKF(before[1].span_kind == HAK_SPAN_FREE && before + 1 + before[1].slice_count == span,
              "the %td slices skipped before the span on %zu are a free span", span - before - 1, a);
-    hak_span_free(span);
-    hak_span_free(before);
+    hak_span_free(span, HAK_SPAN_LARGE);
+    hak_span_free(before, HAK_SPAN_PAGE);
     size_t most = hak_large_max(a * HAK_SLICE_SIZE) / HAK_SLICE_SIZE;
     hak_page_t *biggest = hak_span_alloc(&arena, most, a, HAK_SPAN_LARGE, false, NULL);
     CHECKF(biggest != NULL && (uintptr_t)hak_page_area(biggest) % (a * HAK_SLICE_SIZE) == 0,
            "%zu slices on %zu", most, a);
-    hak_span_free(biggest);
+    hak_span_free(biggest, HAK_SPAN_LARGE);
   }
   hak_arena_purge_all(&arena);
 }
@@ -166,14 +169,14 @@ static void page_span_refaults_raise_the_purge_delay(void) {
   enum { SLICES = 8 };
   hak_page_t *span = hak_span_alloc(&arena, SLICES, 1, HAK_SPAN_PAGE, false, NULL);
   memset(hak_page_area(span), 1, SLICES * HAK_SLICE_SIZE);
-  hak_span_free(span);
+  hak_span_free(span, HAK_SPAN_PAGE);
   hak_arena_purge_all(&arena);
   CHECKF(arena.clock.delay == base, "delay %llu before any refault", (unsigned long long)arena.clock.delay);
   hak_page_t *again = hak_span_alloc(&arena, SLICES, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(again == span, "the purged span was taken back");
   CHECKF(arena.clock.delay == 2 * base, "delay %llu after a refault, want %llu", (unsigned long long)arena.clock.delay,
          (unsigned long long)(2 * base));
-  hak_span_free(again);
+  hak_span_free(again, HAK_SPAN_PAGE);
 }
 
 /* Huge-page stretches (segment.c): once the program has had 32 MiB
@@ -203,7 +206,7 @@ static void huge_page_stretches(void) {
   for (int i = 0; i < FILL; i++) fill[i] = hak_span_alloc(&arena, SPAN, 1, HAK_SPAN_PAGE, false, NULL);
   CHECKF(atomic_load(&hak_stat_committed_peak) >= ((int64_t)32 << 20), "committed peak %lld",
          (long long)atomic_load(&hak_stat_committed_peak));
-  for (int i = 0; i < FILL; i++) hak_span_free(fill[i]);
+  for (int i = 0; i < FILL; i++) hak_span_free(fill[i], HAK_SPAN_PAGE);
   hak_arena_purge_all(&arena);
 
   /* Carved in order from the header's end: span i holds slices
@@ -228,14 +231,14 @@ static void huge_page_stretches(void) {
   /* Stretch 1 is slices [st, 2st): s[1] holds m + 2*SPAN - st of them, s[2]
    * all 16 of its own, s[3] the rest. */
   uint64_t later = UINT64_MAX - 1;
-  hak_span_free(s[2]);
+  hak_span_free(s[2], HAK_SPAN_PAGE);
   hak_arena_purge_due(&thp_arena, later, true);
   CHECKF(s[2]->span_kind == HAK_SPAN_FREE && s[2]->purge_at == HAK_PURGE_KEPT && s[2]->dirty_slices == SPAN,
          "a free span in a stretch half in use is kept resident (purge_at %llu, dirty %u)",
          (unsigned long long)s[2]->purge_at, s[2]->dirty_slices);
   CHECK(stretch_huge(seg, 1));
 
-  hak_span_free(s[3]);   /* merged: stretch 1 now holds only s[1]'s few slices, stretch 2 is mostly used */
+  hak_span_free(s[3], HAK_SPAN_PAGE);   /* merged: stretch 1 now holds only s[1]'s few slices, stretch 2 is mostly used */
   hak_arena_purge_due(&thp_arena, later, true);
   hak_page_t *merged = s[2];
   size_t in_2 = m + 4 * SPAN - 2 * st;   /* the merged span's slices in stretch 2 */
@@ -249,7 +252,7 @@ static void huge_page_stretches(void) {
   CHECKF(!stretch_huge(seg, 2) && merged->dirty_slices == 0 && tail->dirty_slices == 0,
          "forced purge: %#x, dirty %u and %u", seg->huge_stretches, merged->dirty_slices, tail->dirty_slices);
   for (int i = 0; i < N; i++)
-    if (i != 2 && i != 3) hak_span_free(s[i]);
+    if (i != 2 && i != 3) hak_span_free(s[i], HAK_SPAN_PAGE);
   hak_arena_purge_all(&thp_arena);
   CHECKF(seg->used_slices == 0 && seg->stretch_used[2] == 0, "all given back");
 }
@@ -276,7 +279,7 @@ static void sparse_pages_stay_out_of_huge_stretches(void) {
   CHECKF(head == &seg->pages[m] && one == head + (st - m) && two == one + st && three == two + st, "carved in order");
   CHECKF(!stretch_huge(seg, 1) && stretch_huge(seg, 2) && stretch_huge(seg, 3),
          "the sparse page advised no stretch, the dense ones theirs: %#x", seg->huge_stretches);
-  hak_span_free(two);   /* stretch 2 wholly free: purged whole, advice kept */
+  hak_span_free(two, HAK_SPAN_PAGE);   /* stretch 2 wholly free: purged whole, advice kept */
   hak_arena_purge_due(&sa, UINT64_MAX - 1, true);
   CHECKF(two->dirty_slices == 0 && two->slice_count == st && stretch_huge(seg, 2), "set up: dirty %u, %u slices, %#x",
          two->dirty_slices, two->slice_count, seg->huge_stretches);
@@ -293,11 +296,11 @@ static void sparse_pages_stay_out_of_huge_stretches(void) {
   hak_page_t *rest = dense + st / 2;
   CHECKF(rest->span_kind == HAK_SPAN_FREE && rest->dirty_slices == st / 2,
          "the rest of the stretch counts as resident: dirty %u of %zu", rest->dirty_slices, st / 2);
-  hak_span_free(sparse);
-  hak_span_free(dense);
-  hak_span_free(head);
-  hak_span_free(one);
-  hak_span_free(three);
+  hak_span_free(sparse, HAK_SPAN_PAGE);
+  hak_span_free(dense, HAK_SPAN_PAGE);
+  hak_span_free(head, HAK_SPAN_PAGE);
+  hak_span_free(one, HAK_SPAN_PAGE);
+  hak_span_free(three, HAK_SPAN_PAGE);
   hak_arena_purge_all(&sa);
   CHECK(seg->used_slices == 0);
 }
@@ -360,8 +363,8 @@ static void held_frees_in_huge_stretches_stay(void) {
     CHECK(hak_page_used(pages[i]) == 0);
     hak_page_free_span(pages[i]);
   }
-  hak_span_free(head);
-  hak_span_free(rest);
+  hak_span_free(head, HAK_SPAN_PAGE);
+  hak_span_free(rest, HAK_SPAN_PAGE);
   hak_arena_purge_all(&ha);
   CHECK(seg->used_slices == 0);
 }
