@@ -353,8 +353,7 @@ static HAK_NOINLINE size_t realloc_shrink(const void *p, size_t size, const hak_
     return ref->page->block_size;
   }
   if (!hak_huge_take_for_resize(ref->page)) hak_report_raced(HAK_OP_REALLOC, p);
-  hak_huge_shrink(ref->seg, ref->page, size);
-  return hak_huge_usable_size(ref->seg, ref->page, p);
+  return hak_huge_shrink(ref->seg, ref->page, size);
 }
 #endif
 

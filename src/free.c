@@ -230,7 +230,7 @@ static HAK_NOINLINE void free_searched(void *p, hak_heap_t *heap) {
      * thread's free (or realloc) of it may have come first. */
     bool given_back;
     if (ref.seg == NULL) given_back = hak_giant_free(p);
-    else if (ref.kind == HAK_SPAN_LARGE) given_back = hak_large_free(page);
+    else if (ref.kind == HAK_SPAN_LARGE) given_back = hak_large_free(page, ref.usable);
     else given_back = hak_huge_free(ref.seg, page);
     if (hak_unlikely(!given_back)) hak_report_raced(HAK_OP_FREE, p);
     return;

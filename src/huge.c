@@ -259,8 +259,10 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
  * free, or a free during a realloc), and its caller reports it: run on, it
  * would cache or unmap a segment the other call is moving. fork waits for
  * the resizes in progress (each holds resize_lock to read), so a child never
- * inherits a block taken for one, which it could then not free. */
-static pthread_rwlock_t resize_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+ * inherits a block taken for one, which it could then not free. (Readers
+ * first, glibc's default: a signal handler's realloc on a thread inside a
+ * resize, with a fork waiting, would otherwise wait for ever.) */
+static pthread_rwlock_t resize_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 static bool huge_take(hak_page_t *page, uint8_t kind) {
   uint8_t live = HAK_SPAN_HUGE;
@@ -272,7 +274,7 @@ static bool huge_take(hak_page_t *page, uint8_t kind) {
 bool hak_huge_take_for_resize(hak_page_t *page) {
   hak_locks_held++;   /* (as hak_lock: a fork from a signal handler here takes no lock) */
   atomic_signal_fence(memory_order_seq_cst);
-  pthread_rwlock_rdlock(&resize_lock);
+  if (pthread_rwlock_rdlock(&resize_lock) != 0) hak_fatal("internal error: a huge block's resize cannot take its lock");
   if (huge_take(page, HAK_SPAN_RESIZING)) return true;
   pthread_rwlock_unlock(&resize_lock);
   atomic_signal_fence(memory_order_seq_cst);
@@ -369,11 +371,14 @@ void *hak_huge_realloc(hak_segment_t *seg, hak_page_t *page, size_t new_size) {
 #if !HAKMEM_SECURE   /* (whose realloc moves a block it shrinks by a page or more: secure.c) */
 /* realloc shrinking a huge block to `size` bytes in place: its pages past
  * them unmapped. Never moved: if the kernel refuses the cut (it would
- * split a mapping past vm.max_map_count), the block stays as it was. */
-void hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
+ * split a mapping past vm.max_map_count), the block stays as it was. The
+ * block taken for its resize, released on return; returns its usable size. */
+size_t hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
   size_t offset = (size_t)(hak_page_area(page) - (uint8_t *)seg);
   (void)huge_resize_in_place(seg, page, hak_align_up(offset + size, HAK_OS_PAGE));
+  size_t usable = hak_huge_usable_size(seg, page, hak_page_area(page));   /* (before the block is released) */
   huge_resized(page);
+  return usable;
 }
 #endif
 
@@ -496,7 +501,7 @@ size_t hak_giant_usable_size(const void *p) {
 void hak_huge_resize_fork_prepare(void) { pthread_rwlock_wrlock(&resize_lock); }
 void hak_huge_resize_fork_parent(void) { pthread_rwlock_unlock(&resize_lock); }
 void hak_huge_resize_fork_child(void) {
-  pthread_rwlock_t unlocked = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+  pthread_rwlock_t unlocked = PTHREAD_RWLOCK_INITIALIZER;
   resize_lock = unlocked;
 }
 

@@ -605,10 +605,10 @@ static void span_give_back(hak_arena_t *a, hak_page_t *span, size_t n) {
   else if (delay == 0) span_purge(a, span, now, false);
 }
 
-/* Return a page's or a large block's span to its segment's arena, if it is
- * still of `kind`. False if not: a large block's second free, which raced
- * the first past the lock-free checks, finds it free (span_give_back marks
- * a span free even if it merges away), or taken since for something else. */
+/* Return a span to its segment's arena, if it is still of `kind`. False if
+ * not: it is free already (span_give_back marks a span free even if it
+ * merges away), or taken since for something else. (A large block's free
+ * checks more: hak_large_free.) */
 bool hak_span_free(hak_page_t *span, uint8_t kind) {
   hak_arena_t *a = hak_segment_of(span)->arena;
   hak_lock(&a->lock);
@@ -784,18 +784,27 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
   return p;
 }
 
-/* False if the block was freed already (hak_span_free): the caller reports
- * it. (A second free racing the first undoes the guard and the advice
- * again, which the first undid: no harm before the report.) */
-bool hak_large_free(hak_page_t *span) {
-  size_t size = span->block_size;
+/* Free the large block of `usable` bytes the caller found on `span`. False,
+ * and nothing done, if it is not that block any more: another thread's
+ * free of it came first (a double free), and the span may even be a new
+ * block since; the caller reports it. So it is checked under the lock, and
+ * its guard and advice are undone only then. */
+bool hak_large_free(hak_page_t *span, size_t usable) {
+  hak_arena_t *a = hak_segment_of(span)->arena;
+  hak_lock(&a->lock);
+  if (span->span_kind != HAK_SPAN_LARGE || span->block_size != usable) {
+    hak_unlock(&a->lock);
+    return false;
+  }
 #if HAKMEM_SECURE
-  hak_secure_guard(hak_page_area(span) + size, false);   /* before the span may be reused or purged */
+  hak_secure_guard(hak_page_area(span) + usable, false);   /* before the span may be reused or purged */
 #endif
-  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), size, false);   /* (see use_record_t) */
-  if (!hak_span_free(span, HAK_SPAN_LARGE)) return false;
+  if (span->huge_pages) hak_os_huge_pages(hak_page_area(span), usable, false);   /* (see use_record_t) */
+  span_give_back(a, span, span->slice_count);
+  hak_assert(arena_is_valid(a));
+  hak_unlock(&a->lock);
   atomic_fetch_sub_explicit(&hak_stat_large_count, 1, memory_order_relaxed);
-  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)size, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&hak_stat_large_bytes, (int64_t)usable, memory_order_relaxed);
   return true;
 }
 
