@@ -272,22 +272,16 @@ static bool huge_take(hak_page_t *page, uint8_t kind) {
 /* realloc's: false if the block is not live any more (the caller reports
  * it). Taken, it is released by hak_huge_realloc or hak_huge_shrink. */
 bool hak_huge_take_for_resize(hak_page_t *page) {
-  hak_locks_held++;   /* (as hak_lock: a fork from a signal handler here takes no lock) */
-  atomic_signal_fence(memory_order_seq_cst);
-  if (pthread_rwlock_rdlock(&resize_lock) != 0) hak_fatal("internal error: a huge block's resize cannot take its lock");
+  if (hak_read_lock(&resize_lock) != 0) hak_fatal("internal error: a huge block's resize cannot take its lock");
   if (huge_take(page, HAK_SPAN_RESIZING)) return true;
-  pthread_rwlock_unlock(&resize_lock);
-  atomic_signal_fence(memory_order_seq_cst);
-  hak_locks_held--;
+  hak_read_unlock(&resize_lock);
   return false;
 }
 
 /* The resize is done: the block, on `page` now, is live again. */
 static void huge_resized(hak_page_t *page) {
   __atomic_store_n(&page->span_kind, HAK_SPAN_HUGE, __ATOMIC_RELEASE);
-  pthread_rwlock_unlock(&resize_lock);
-  atomic_signal_fence(memory_order_seq_cst);
-  hak_locks_held--;
+  hak_read_unlock(&resize_lock);
 }
 
 /* False if the block was not live any more (the caller reports it). */

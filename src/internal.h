@@ -824,6 +824,20 @@ static inline void hak_unlock(pthread_mutex_t *m) {
   atomic_signal_fence(memory_order_seq_cst);
   hak_locks_held--;
 }
+/* A read-write lock held to read (huge.c: resizes, which fork waits for). */
+static inline int hak_read_lock(pthread_rwlock_t *l) {
+  hak_locks_held++;
+  atomic_signal_fence(memory_order_seq_cst);
+  int err = pthread_rwlock_rdlock(l);
+  atomic_signal_fence(memory_order_seq_cst);
+  if (err != 0) hak_locks_held--;
+  return err;
+}
+static inline void hak_read_unlock(pthread_rwlock_t *l) {
+  pthread_rwlock_unlock(l);
+  atomic_signal_fence(memory_order_seq_cst);
+  hak_locks_held--;
+}
 /* The lock taken (`wait`), or only if it is free: whether it is held now
  * (the purger waits; a thread's own purge work skips what is busy). */
 static inline bool hak_lock_or_try(pthread_mutex_t *m, bool wait) {

@@ -784,15 +784,21 @@ void *hak_large_alloc(hak_heap_t *heap, size_t size, size_t align, bool zero) {
   return p;
 }
 
+/* Whether `span` is still the large block of `usable` bytes a free or a
+ * realloc found on it without the lock: another thread's free of it (a
+ * double free, or a free during the realloc) may have come first, and the
+ * span may even be a new block since. Under the arena lock. */
+static bool large_block_is(const hak_page_t *span, size_t usable) {
+  return span->span_kind == HAK_SPAN_LARGE && span->block_size == usable;
+}
+
 /* Free the large block of `usable` bytes the caller found on `span`. False,
- * and nothing done, if it is not that block any more: another thread's
- * free of it came first (a double free), and the span may even be a new
- * block since; the caller reports it. So it is checked under the lock, and
- * its guard and advice are undone only then. */
+ * and nothing done, if it is not that block any more (large_block_is); the
+ * caller reports it. Its guard and advice are undone only after that check. */
 bool hak_large_free(hak_page_t *span, size_t usable) {
   hak_arena_t *a = hak_segment_of(span)->arena;
   hak_lock(&a->lock);
-  if (span->span_kind != HAK_SPAN_LARGE || span->block_size != usable) {
+  if (!large_block_is(span, usable)) {
     hak_unlock(&a->lock);
     return false;
   }
@@ -818,9 +824,7 @@ bool hak_large_shrink(hak_page_t *span, size_t usable, size_t size) {
   hak_segment_t *seg = hak_segment_of(span);
   hak_arena_t *a = seg->arena;
   hak_lock(&a->lock);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
-  /* Still the block realloc found (`usable` bytes), not freed by another
-   * thread meanwhile: else the caller reports it. */
-  if (span->span_kind != HAK_SPAN_LARGE || span->block_size != usable) {
+  if (!large_block_is(span, usable)) {
     hak_unlock(&a->lock);
     return false;
   }
