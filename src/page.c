@@ -264,7 +264,6 @@ static HAK_NO_ASAN void page_clear_tags(hak_page_t *page) {
 
 /* A page with no live block goes back to its arena. */
 void hak_page_free_span(hak_page_t *page) {
-  if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   /* Every block is free (a block another thread freed counts in `used`
    * until it is gathered), so from here any free into the page is a double
    * free. One that has read the slice's check but not yet the tag would
@@ -273,6 +272,10 @@ void hak_page_free_span(hak_page_t *page) {
   uintptr_t xfree = atomic_exchange_explicit(&page->xthread_free, HAK_XSTATE_FREED, memory_order_acq_rel);
   if (hak_unlikely(hak_xlist_first(xfree) != NULL)) hak_report_freed(HAK_OP_FREE, hak_xlist_first(xfree), "its page was being freed");
   page_clear_tags(page);
+  /* (After the tags, whose clearing closes each block again: a header left
+   * poisoned outlived the segment under ASan, and a thread's heap mapped
+   * there later failed its first write.) */
+  if (hak_unlikely(hak_tracking)) hak_track_page_freed(hak_page_area(page), (size_t)page->slice_count * HAK_SLICE_SIZE);
   page_clear_check(page);
   hak_page_set_owner(page, 0);   /* (0 outside pages: hak_slice_t) */
   hak_page_stat_inc(&hak_page_stats[page->bin].pages_freed);

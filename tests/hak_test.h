@@ -61,6 +61,8 @@
 #define valloc hak_valloc
 #define pvalloc hak_pvalloc
 #define malloc_usable_size hak_malloc_usable_size
+#define malloc_trim hak_test_malloc_trim
+static inline int hak_test_malloc_trim(size_t pad) { (void)pad; hak_collect(); return 1; }   /* (hakmem's) */
 #endif
 
 /* True when malloc & co. are hakmem's through their standard names, i.e.

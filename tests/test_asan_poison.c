@@ -5,6 +5,8 @@
  * malloc_usable_size hands out are the program's. Built in the ASan build
  * only. */
 #include "hak_test.h"
+#include <malloc.h>
+#include <sanitizer/asan_interface.h>
 
 static char *volatile target;   /* the address ASan must name, announced first */
 
@@ -69,6 +71,21 @@ static void usable_bytes_are_the_programs(void)
     free(p);
 }
 
+/* A page whose blocks are all freed goes back to its arena unpoisoned,
+ * every byte: its memory may become anything (a thread's heap, mapped
+ * straight from the OS once the segment went back), and a block header
+ * left poisoned there failed the first write to it. */
+static void a_freed_page_leaves_nothing_poisoned(void)
+{
+    enum { SIZE = 2000, COUNT = 20 };   /* a class nothing else here uses: one page */
+    static char *blocks[COUNT];
+    for (int i = 0; i < COUNT; i++) blocks[i] = malloc(SIZE);
+    for (int i = 0; i < COUNT; i++) free(blocks[i]);
+    malloc_trim(0);   /* the emptied page goes back to its arena */
+    for (int i = 0; i < COUNT; i++)
+        CHECKF(__asan_region_is_poisoned(blocks[i], SIZE) == NULL, "block %d of the freed page still poisoned", i);
+}
+
 int main(void)
 {
     hak_test_begin("test_asan_poison");
@@ -76,5 +93,6 @@ int main(void)
     RUN_CASE(use_after_free_is_caught);
     RUN_CASE(use_after_free_of_medium_is_caught);
     RUN_CASE(usable_bytes_are_the_programs);
+    RUN_CASE(a_freed_page_leaves_nothing_poisoned);
     return 0;
 }

@@ -165,7 +165,7 @@ static void shrunk_blocks_give_back_their_tail(void)
         CHECKF(malloc_usable_size(q) < cut + 64 * KiB, "a %zu MiB block shrunk to %zu MiB still holds %zu bytes",
                size / MiB, cut / MiB, malloc_usable_size(q));
 #endif
-        hak_collect();   /* (a large block's tail is purged after the delay; malloc_trim(0) in the prefixed builds is glibc's) */
+        malloc_trim(0);   /* (a large block's tail is purged after the delay) */
         size_t rss_cut = hak_rss_bytes(), given = rss_full > rss_cut ? rss_full - rss_cut : 0;
         CHECKF(given >= (size - cut) / 10 * 9, "a %zu MiB block shrunk to %zu MiB gave back %zu KiB of %zu",
                size / MiB, cut / MiB, given / KiB, (size - cut) / KiB);
