@@ -251,7 +251,7 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
  *     link with `remote_secret` in the secure variant (set at page_init,
  *     before the hand-over), and, if that push publishes the page, writes
- *     `next` before the release CAS that queues it; a popper reads `next`
+ *     `next` before the release CAS that queues it; an adopter reads `next`
  *     after its acquire exchange, under reclaim_lock;
  *   - the statistics census (stats.c, under the arena lock, while owners
  *     run) reads used, bin, the owner word, span_kind and slice_count:
@@ -269,7 +269,7 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   So used == 0 means no live block, and no remote free can still arrive.
  * - An owned page has state ACTIVE. Only its owner abandons it (to
  *   ABANDONED, or to PUBLISHED if it has room); the remote free that finds
- *   it ABANDONED moves it to PUBLISHED and queues it; only a popper of the
+ *   it ABANDONED moves it to PUBLISHED and queues it; only an adopter from the
  *   reclaim queue, or the last owner re-adopting on free, moves it back to
  *   ACTIVE. The thread that frees the page's span, used == 0, moves it to
  *   FREED (before the free tags are cleared), and page_init to ACTIVE again.
@@ -285,7 +285,7 @@ typedef struct hak_page_s {
   hak_block_t *gathered;                 /* remote frees the owner took while `free` was not empty:
                                             `free` once it runs out (the owner's own frees go first) */
   /* heap queue (owner only), reclaim queue (next: written by the thread
-   * that publishes the page, read by poppers), or free-span list (arena lock) */
+   * that publishes the page, read by adopters), or free-span list (arena lock) */
   struct hak_page_s *next, *prev;
   uint32_t block_size;                   /* pages only; a huge block's size is in its segment. Written by
                                             the owner at page_init; read by any thread freeing a block */

@@ -133,24 +133,37 @@ static void abandoned_pages_are_pulled_by_allocating_threads(void) {
   hak_free(blocks[1]);
   CHECKF(xstate(full) == HAK_XSTATE_PUBLISHED, "later frees just push");
 
+  /* Two blocks free of hundreds: not worth an adoption (its adopter would
+   * be back after two mallocs), so a fresh page serves, and the published
+   * page waits in the queue for more frees. */
   adoption_t got = { NULL, false };
   pthread_create(&t, NULL, allocate_one, &got);
   pthread_join(t, NULL);
-  CHECKF(page_of(got.block) == full && got.owned, "an allocating thread adopted the published page");
+  CHECKF(page_of(got.block) != full && xstate(full) == HAK_XSTATE_PUBLISHED,
+         "a page with 2 blocks free of %u is left to gather more", full->reserved);
   hak_free(got.block);
-  for (size_t i = 2; i < n; i++) hak_free(blocks[i]);
+
+  size_t worth = full->reserved / 16;   /* owner.c: a sixteenth of its blocks free */
+  for (size_t i = 2; i < worth; i++) hak_free(blocks[i]);
+  got = (adoption_t){ NULL, false };
+  pthread_create(&t, NULL, allocate_one, &got);
+  pthread_join(t, NULL);
+  CHECKF(page_of(got.block) == full && got.owned, "an allocating thread adopted the published page (%zu free)", worth);
+  hak_free(got.block);
+  for (size_t i = worth; i < n; i++) hak_free(blocks[i]);
   pthread_barrier_wait(&done);
   pthread_join(idle, NULL);
 }
 
 /* Which published page an allocating thread adopts (owner.c): of the full
- * pages a living thread gave up, the fullest of the first few (so sparse
- * ones drain); of pages of exited threads, the emptiest of the first few
- * (their blocks are freed by whoever holds them, and the emptied pages are
- * refilled first).
+ * pages a living thread gave up, the fullest of the first few with a
+ * sixteenth of its blocks free (so sparse ones drain, and its adopter gets
+ * more than a block or two); of pages of exited threads, the emptiest of
+ * the first few (their blocks are freed by whoever holds them, and the
+ * emptied pages are refilled first).
  * Classes nothing else here uses, so the queues hold only these pages. */
 enum { LIVING_SIZE = 208, EXITED_SIZE = 240 };
-enum { LIVING_PAGES = 3 };
+enum { LIVING_PAGES = 4 };
 static void *living[LIVING_PAGES][1024];
 static size_t living_n[LIVING_PAGES];
 static pthread_barrier_t pages_ready, may_exit;
@@ -194,20 +207,21 @@ static hak_page_t *page_adopted_for(size_t size) {
 }
 
 static void adoption_takes_the_fullest_of_living_and_the_emptiest_of_exited(void) {
-  /* A living thread's full pages, published sparse first, then nearly
-   * full, then half full: the nearly full one is adopted. */
+  /* A living thread's full pages, published sparse first, then with a
+   * single block free (not worth an adoption), then nearly full (an eighth
+   * free), then half full: the nearly full one is adopted. */
   pthread_t idle;
   pthread_barrier_init(&pages_ready, NULL, 2);
   pthread_barrier_init(&may_exit, NULL, 2);
   pthread_create(&idle, NULL, fill_pages_and_idle, NULL);
   pthread_barrier_wait(&pages_ready);
-  size_t keep[LIVING_PAGES] = { 4, living_n[1] - 1, living_n[2] / 2 };
+  size_t keep[LIVING_PAGES] = { 4, living_n[1] - 1, living_n[2] - living_n[2] / 8, living_n[3] / 2 };
   for (int i = 0; i < LIVING_PAGES; i++) {
     CHECKF(living_n[i] >= 32, "a page of many blocks (%zu)", living_n[i]);
     for (size_t j = keep[i]; j < living_n[i]; j++) hak_free(living[i][j]);
     CHECKF(xstate(page_of(living[i][0])) == HAK_XSTATE_PUBLISHED, "page %d published", i);
   }
-  CHECKF(page_adopted_for(LIVING_SIZE) == page_of(living[1][0]), "the fullest candidate is adopted");
+  CHECKF(page_adopted_for(LIVING_SIZE) == page_of(living[2][0]), "the fullest candidate worth it is adopted");
   for (int i = 0; i < LIVING_PAGES; i++)
     for (size_t j = 0; j < keep[i]; j++) hak_free(living[i][j]);
   pthread_barrier_wait(&may_exit);
