@@ -160,6 +160,7 @@ static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
 enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_OFF };
 static _Atomic int purger_state;           /* OFF for good, but in a forked child */
 static pthread_t purger_thread;            /* while RUNNING (joinable: see purger_retire) */
+static _Atomic(pid_t) purger_tid;          /* its kernel thread id (purger_end) */
 #define PURGER_IDLE UINT64_MAX
 static _Atomic(uint64_t) purger_wake_at;   /* ms it sleeps until; PURGER_IDLE: until woken; 0: awake */
 static _Atomic(uint32_t) purger_futex;     /* bumped by each wake-up */
@@ -197,6 +198,7 @@ static void purger_sleep(uint64_t next, uint64_t now) {
 static void *purger_main(void *arg) {
   (void)arg;
   pthread_setname_np(pthread_self(), "hakmem-purger");
+  atomic_store_explicit(&purger_tid, (pid_t)syscall(SYS_gettid), memory_order_relaxed);
   hak_heap_t *heap = hak_heap_thread_init();   /* sweeps adopt pages into a heap (NULL: no sweeps) */
   while (atomic_load_explicit(&purger_state, memory_order_seq_cst) != PURGER_OFF) {
     /* Cleared before looking, so that a note made meanwhile is not lost. */
@@ -239,6 +241,20 @@ static void purger_start(void) {
  * HAKMEM_BACKGROUND=0. A purger being started is waited for first. */
 static _Atomic(bool) purger_retired;   /* for good: the main thread left */
 
+/* pthread_join returns once the exiting thread's id is cleared, which the
+ * kernel does before it lets go of the thread's hold on the address space:
+ * unshare(CLONE_VM) just after still found two threads (EINVAL; 14 runs of
+ * 40 of test_namespaces under load). Waits until the kernel has no such
+ * thread (a signal 0 to it fails), a second at most. */
+static void purger_wait_gone(void) {
+  pid_t pid = (pid_t)syscall(SYS_getpid), tid = atomic_load_explicit(&purger_tid, memory_order_relaxed);
+  struct timespec pause = { 0, 1000 * 1000 };
+  for (int tries = 0; tries < 1000 && syscall(SYS_tgkill, pid, tid, 0) == 0; tries++) {
+    if (tries < 100) sched_yield();
+    else nanosleep(&pause, NULL);
+  }
+}
+
 /* End the purger and wait until it has; `for_good`, never start it again.
  * False if it was not running. */
 static bool purger_end(bool for_good) {
@@ -251,6 +267,7 @@ static bool purger_end(bool for_good) {
   atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
   syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
   pthread_join(purger_thread, NULL);
+  purger_wait_gone();
   return true;
 }
 
