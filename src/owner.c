@@ -33,7 +33,7 @@ typedef struct reclaim_s {
   _Atomic(hak_page_t *) pushed;          /* newest first */
   hak_page_t *queued, *queued_last;      /* oldest first (reclaim_lock) */
   _Atomic(bool) has_queued;
-  bool popped;                           /* since the last sweep (reclaim_lock) */
+  bool popped;                           /* a page taken since the last sweep (reclaim_lock) */
 } reclaim_t;
 
 static reclaim_t reclaims[HAK_BINS];
@@ -251,14 +251,17 @@ static void free_published_empty(hak_heap_t *heap, hak_page_t *page) {
  * Taking the fullest, an empty candidate goes back to its arena (unless it
  * is all there is); taking the emptiest, it is the one kept. `own_only`
  * (the shared heap, heap.c): only pages `heap` abandoned itself are
- * candidates; another's goes to the back, or to its arena if empty
- * (looking at the class keeps the sweep off it, which would otherwise
- * free that page). The candidates are chosen under reclaim_lock, so the
- * pages passed over never leave the queue: another thread adopting
- * meanwhile finds them there, where it would map a fresh page if they
- * were out being looked at (with 8 threads churning, each class's pages
- * then only grew: secure's 64-320 B classes held 2.5-3.4 times the pages after
- * 60,000 threads). NULL if none. */
+ * candidates; another's goes to the back, or to its arena if empty.
+ * The candidates are chosen under reclaim_lock, so the pages passed over
+ * never leave the queue: another thread adopting meanwhile finds them
+ * there, where it would map a fresh page if they were out being looked at
+ * (with 8 threads churning, each class's pages then only grew: secure's
+ * 64-320 B classes held 2.5-3.4 times the pages after 60,000 threads).
+ * A page taken (adopted or freed) keeps the sweep off the class until the
+ * next one; pages only looked at do not: passed over, they may wait long
+ * for frees, and a class in use with pages queued leaves the sweep
+ * incomplete, retried every few milliseconds, each time taking and giving
+ * up again every page of the idle classes. NULL if none. */
 hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   reclaim_t *r = &reclaims[bin];
   if (reclaim_is_empty(r)) return NULL;
@@ -269,7 +272,6 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   bool ruled = false;
   hak_lock(&reclaim_lock);
   reclaim_gather(r);
-  r->popped |= r->queued != NULL;
   for (int i = 0; i < HAK_ADOPT_CANDIDATES && (page = reclaim_take_first(r)) != NULL; i++) {
     size_t live = published_live(page);
     if (own_only && last_owner(page) != heap) {
@@ -300,6 +302,7 @@ hak_page_t *hak_reclaim_adopt(hak_heap_t *heap, size_t bin, bool own_only) {
   if (best == NULL) best = empty;
   else if (empty != NULL) emptied[n_emptied++] = empty;
   for (size_t i = 0; i < n_passed; i++) reclaim_append(r, passed[i]);
+  r->popped |= best != NULL || n_emptied > 0;
   atomic_store_explicit(&r->has_queued, r->queued != NULL, memory_order_relaxed);
   hak_unlock(&reclaim_lock);
   for (size_t i = 0; i < n_emptied; i++) free_published_empty(heap, emptied[i]);
