@@ -247,12 +247,14 @@ static _Atomic(bool) purger_retired;   /* for good: the main thread left */
  * 40 of test_namespaces under load). Waits until the kernel has no such
  * thread (a signal 0 to it fails), a second at most. */
 static void purger_wait_gone(void) {
+  int saved = errno;   /* (ESRCH at the end) */
   pid_t pid = (pid_t)syscall(SYS_getpid), tid = atomic_load_explicit(&purger_tid, memory_order_relaxed);
   struct timespec pause = { 0, 1000 * 1000 };
   for (int tries = 0; tries < 1000 && syscall(SYS_tgkill, pid, tid, 0) == 0; tries++) {
     if (tries < 100) sched_yield();
     else nanosleep(&pause, NULL);
   }
+  errno = saved;
 }
 
 /* End the purger and wait until it has; `for_good`, never start it again.
@@ -278,22 +280,32 @@ static void purger_retire(void) { (void)purger_end(true); }
  * unshare(CLONE_VM)): a program that joined its threads and then enters
  * one (a sandbox, an nsenter-like tool) would fail for the purger alone.
  * So each ends it first; it may start again on a later slow path (which
- * does its work meanwhile, as with HAKMEM_BACKGROUND=0). The system call
- * itself, as the C library's wrapper makes it. */
-static void purger_pause(void) {
-  if (purger_end(false) && !atomic_load_explicit(&purger_retired, memory_order_seq_cst))
+ * does its work meanwhile, as with HAKMEM_BACKGROUND=0). True if it ended
+ * it. */
+static bool purger_pause(void) {
+  bool ended = purger_end(false);
+  if (ended && !atomic_load_explicit(&purger_retired, memory_order_seq_cst))
     atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_seq_cst);
+  return ended;
 }
 
-int hak_unshare(int flags) {
-  purger_pause();
-  return (int)syscall(SYS_unshare, flags);
+/* The system call itself, as the C library's wrapper makes it. If the
+ * purger ended just now, EINVAL (several threads) is tried again a few
+ * times: the kernel lets go of an exited thread's share of the signal
+ * handlers (which unshare(CLONE_VM) also checks) a moment after the
+ * thread is gone (purger_wait_gone). */
+static long namespace_call(long nr, long a, long b) {
+  bool ended = purger_pause();
+  long rc = syscall(nr, a, b);
+  for (int tries = 0; rc != 0 && errno == EINVAL && ended && tries < 100; tries++) {
+    sched_yield();
+    rc = syscall(nr, a, b);
+  }
+  return rc;
 }
 
-int hak_setns(int fd, int nstype) {
-  purger_pause();
-  return (int)syscall(SYS_setns, fd, nstype);
-}
+int hak_unshare(int flags) { return (int)namespace_call(SYS_unshare, flags, 0); }
+int hak_setns(int fd, int nstype) { return (int)namespace_call(SYS_setns, fd, nstype); }
 
 /* Set by the main thread only (and a forked child's one thread, which is
  * its main thread), so its destructor runs when the main thread leaves by
