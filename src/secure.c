@@ -639,7 +639,7 @@ _Static_assert(QUARANTINE_FILL == 4 * 16, "fill_places places three vectors afte
 
 static inline fill_places_t fill_places(size_t usable) {
   size_t last = (usable < QUARANTINE_FILL ? usable : QUARANTINE_FILL) - 16;   /* 0, 16, 32 or 48 */
-  size_t first = last / 2 & ~(size_t)15;                                       /* 0, 16, 16 or 16 */
+  size_t first = last / 2 & ~(size_t)15;                                       /* 0, 0, 16 or 16 */
   return (fill_places_t){ { first, last - first, last } };
 }
 

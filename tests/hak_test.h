@@ -314,11 +314,14 @@ static inline const char *hak_stats_json(void)
  * what it holds (thread churn: shadow 90 to 295 MiB in 11 s while the
  * program's own resident memory stayed at 40-65 MiB). Resident memory is
  * counted in the program's mappings only: files, and the ranges TSan's
- * x86-64 layouts leave to mmap and stacks (from 0x7a00'0000'0000) and to
- * a binary loaded low (below 0x0080'0000'0000). */
+ * x86-64 layouts leave to mmap and stacks (from 0x7a00'0000'0000), to a
+ * position-independent binary and its .bss (0x5500'0000'0000 to
+ * 0x5a00'0000'0000; hakmem's segment map is there when it is linked in)
+ * and to a binary loaded low (below 0x0080'0000'0000). */
 static inline bool hak_rss_counts_mapping(uintptr_t start, const char *name)
 {
-    return name[0] != 0 || start >= 0x7a0000000000ull || start < 0x008000000000ull;
+    return name[0] != 0 || start >= 0x7a0000000000ull || start < 0x008000000000ull ||
+           (start >= 0x550000000000ull && start < 0x5a0000000000ull);
 }
 
 static inline size_t hak_rss_bytes(void)
