@@ -806,37 +806,41 @@ static inline bool hak_single_threaded(void) { return &__libc_single_threaded !=
  * between the two steps errs on the safe side. */
 extern __thread unsigned hak_locks_held HAK_INTERNAL __attribute__((tls_model("initial-exec")));
 
-static inline void hak_lock(pthread_mutex_t *m) {
+/* The count's two steps, each fenced against a signal handler on this
+ * thread (which reads it). */
+static inline void locks_held_rise(void) {
   hak_locks_held++;
   atomic_signal_fence(memory_order_seq_cst);
+}
+static inline void locks_held_fall(void) {
+  atomic_signal_fence(memory_order_seq_cst);
+  hak_locks_held--;
+}
+
+static inline void hak_lock(pthread_mutex_t *m) {
+  locks_held_rise();
   pthread_mutex_lock(m);
 }
 static inline int hak_trylock(pthread_mutex_t *m) {
-  hak_locks_held++;
-  atomic_signal_fence(memory_order_seq_cst);
+  locks_held_rise();
   int err = pthread_mutex_trylock(m);
-  atomic_signal_fence(memory_order_seq_cst);
-  if (err != 0) hak_locks_held--;
+  if (err != 0) locks_held_fall();
   return err;
 }
 static inline void hak_unlock(pthread_mutex_t *m) {
   pthread_mutex_unlock(m);
-  atomic_signal_fence(memory_order_seq_cst);
-  hak_locks_held--;
+  locks_held_fall();
 }
 /* A read-write lock held to read (huge.c: resizes, which fork waits for). */
 static inline int hak_read_lock(pthread_rwlock_t *l) {
-  hak_locks_held++;
-  atomic_signal_fence(memory_order_seq_cst);
+  locks_held_rise();
   int err = pthread_rwlock_rdlock(l);
-  atomic_signal_fence(memory_order_seq_cst);
-  if (err != 0) hak_locks_held--;
+  if (err != 0) locks_held_fall();
   return err;
 }
 static inline void hak_read_unlock(pthread_rwlock_t *l) {
   pthread_rwlock_unlock(l);
-  atomic_signal_fence(memory_order_seq_cst);
-  hak_locks_held--;
+  locks_held_fall();
 }
 /* The lock taken (`wait`), or only if it is free: whether it is held now
  * (the purger waits; a thread's own purge work skips what is busy). */
