@@ -632,7 +632,7 @@ static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref, bool 
  * all on the first): all the same, so each is checked against the one
  * vector. The same stores and loads at every size, so no branch on it (the
  * sizes a program frees come in no order a branch predictor learns), and
- * the places are computed once, not clamped one by one (4 instructions a
+ * the places are computed once, not clamped one by one (3 instructions a
  * malloc/free pair fewer). fill_places: where the last three go. */
 typedef struct { size_t at[3]; } fill_places_t;
 _Static_assert(QUARANTINE_FILL == 4 * 16, "fill_places places three vectors after the first");

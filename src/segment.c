@@ -792,16 +792,22 @@ static bool large_block_is(const hak_page_t *span, size_t usable) {
   return span->span_kind == HAK_SPAN_LARGE && span->block_size == usable;
 }
 
+/* The arena of `span`, locked, if the span is still that block; else NULL
+ * (not locked). */
+static hak_arena_t *large_block_lock(const hak_page_t *span, size_t usable) {
+  hak_arena_t *a = hak_segment_of(span)->arena;
+  hak_lock(&a->lock);
+  if (large_block_is(span, usable)) return a;
+  hak_unlock(&a->lock);
+  return NULL;
+}
+
 /* Free the large block of `usable` bytes the caller found on `span`. False,
  * and nothing done, if it is not that block any more (large_block_is); the
  * caller reports it. Its guard and advice are undone only after that check. */
 bool hak_large_free(hak_page_t *span, size_t usable) {
-  hak_arena_t *a = hak_segment_of(span)->arena;
-  hak_lock(&a->lock);
-  if (!large_block_is(span, usable)) {
-    hak_unlock(&a->lock);
-    return false;
-  }
+  hak_arena_t *a = large_block_lock(span, usable);
+  if (a == NULL) return false;
 #if HAKMEM_SECURE
   hak_secure_guard(hak_page_area(span) + usable, false);   /* before the span may be reused or purged */
 #endif
@@ -821,13 +827,9 @@ bool hak_large_free(hak_page_t *span, size_t usable) {
  * resident with it). False, and nothing done, if another thread freed the
  * block meanwhile (the caller reports it). */
 bool hak_large_shrink(hak_page_t *span, size_t usable, size_t size) {
+  hak_arena_t *a = large_block_lock(span, usable);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
+  if (a == NULL) return false;
   hak_segment_t *seg = hak_segment_of(span);
-  hak_arena_t *a = seg->arena;
-  hak_lock(&a->lock);   /* (span fields, and a neighbour freed meanwhile looks at the tail's kind) */
-  if (!large_block_is(span, usable)) {
-    hak_unlock(&a->lock);
-    return false;
-  }
   size_t keep = (size + HAK_SLICE_SIZE - 1) >> HAK_SLICE_SHIFT, n = span->slice_count - keep;
   hak_assert(keep > 0 && keep < span->slice_count);
   uint8_t *area = hak_page_area(span), *cut = area + (keep << HAK_SLICE_SHIFT), *end = cut + (n << HAK_SLICE_SHIFT);
