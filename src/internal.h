@@ -1188,15 +1188,9 @@ HAK_INTERNAL void hak_stat_commit(int64_t delta);
  * secure variant's quarantine, is no longer in this core's cache, and the
  * next malloc would wait for it (in `exchange`, 1 of every 3 samples of
  * malloc was that load; one instruction here cut it by 2 in 5). */
-static inline void *hak_page_pop(hak_page_t *page) {
-  hak_block_t *b = page->free;
-#if HAKMEM_SECURE
-  /* Every block on a free list carries its page's free tag: a link forged
-   * or corrupted into pointing at a live block of the page (which the link
-   * check lets through: it is a carved block) would hand it out twice. */
-  if (hak_unlikely(b->free_tag != hak_free_tag(page))) hak_secure_bad_link(page, b);
-#endif
-  hak_block_t *next = hak_block_next(page, b);
+/* Block b, the head of page->free, handed out; `next`, its link checked
+ * (hak_block_next), the list's new head. */
+static inline void *hak_page_take(hak_page_t *page, hak_block_t *b, hak_block_t *next) {
   page->free = next;
   __builtin_prefetch(next);
   hak_page_used_inc(page);
@@ -1205,6 +1199,17 @@ static inline void *hak_page_pop(hak_page_t *page) {
   b->next = NULL;   /* its encoded link, left for the program to read, would tell the page's secret */
 #endif
   return b;
+}
+
+static inline void *hak_page_pop(hak_page_t *page) {
+  hak_block_t *b = page->free;
+#if HAKMEM_SECURE
+  /* Every block on a free list carries its page's free tag: a link forged
+   * or corrupted into pointing at a live block of the page (which the link
+   * check lets through: it is a carved block) would hand it out twice. */
+  if (hak_unlikely(b->free_tag != hak_free_tag(page))) hak_secure_bad_link(page, b);
+#endif
+  return hak_page_take(page, b, hak_block_next(page, b));
 }
 
 #endif

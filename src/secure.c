@@ -909,13 +909,20 @@ static HAK_NOINLINE void *secure_new_slow(size_t size, unsigned family) {
 }
 
 /* (The slow path out of line: the fast one then keeps no registers.)
- * throwing: operator new's (its slow path calls the new handler). */
+ * throwing: operator new's (its slow path calls the new handler). A block
+ * or link that fails hak_page_pop's checks goes to the slow path too,
+ * whose pop reports it: so the fast path makes no call that returns, and
+ * needs no stack frame (2 instructions a malloc). */
 static inline __attribute__((always_inline)) void *secure_alloc(size_t size, unsigned family, bool throwing) {
   hak_heap_t *heap = hak_heap_get();
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
-    hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
-    if (hak_likely(page->free != NULL) && hak_likely(hak_heap_beat(heap)))
-      return canary_write(hak_page_pop(page), page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
+    size_t request = size + HAK_CANARY_SIZE;
+    hak_page_t *page = heap->direct[hak_likely(request <= HAK_DIRECT_FINE_MAX) ? hak_direct_fine(request)
+                                                                               : hak_direct_coarse(request)];
+    hak_block_t *b = page->free, *next;
+    if (hak_likely(b != NULL) && hak_likely(b->free_tag == hak_free_tag(page)) &&
+        hak_likely(hak_block_next_quick(page, b, &next)) && hak_likely(hak_heap_beat(heap)))
+      return canary_write(hak_page_take(page, b, next), page->block_size, size, family, true);   /* slack < HAK_SMALL_MAX */
   }
   return throwing ? secure_new_slow(size, family) : secure_alloc_slow(size, family);
 }

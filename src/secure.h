@@ -48,6 +48,17 @@ static inline uintptr_t hak_link_encode(uintptr_t secret, const hak_block_t *b, 
 
 HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const hak_block_t *b);
 
+/* The usual case of hak_block_next, alone: whether b's link, decoded into
+ * *next, is NULL or a carved block of b's slice (so exactly right in a
+ * one-slice page). */
+static inline bool hak_block_next_quick(const hak_page_t *page, const hak_block_t *b, hak_block_t **next) {
+  *next = (hak_block_t *)hak_link_encode(page->secret, b, b->next);
+  return hak_likely((((uintptr_t)*next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
+                    hak_block_check_with(__atomic_load_n(&page->check_recip, __ATOMIC_RELAXED),
+                                         __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED), *next)) ||
+         *next == NULL;   /* (the end of the list: tested second, as it is never in b's slice) */
+}
+
 /* The next block of a free list, checked: NULL or a carved block of the
  * page (exact for one-slice pages, through the page's copy of its slice's
  * hak_block_check data, which is 0 in a page of several slices). b is a
@@ -55,12 +66,8 @@ HAK_INTERNAL HAK_NORETURN void hak_secure_bad_link(const hak_page_t *page, const
  * link after it was checked), so in a one-slice page next must lie in b's
  * slice. */
 static inline hak_block_t *hak_block_next(const hak_page_t *page, const hak_block_t *b) {
-  hak_block_t *next = (hak_block_t *)hak_link_encode(page->secret, b, b->next);
-  if (hak_likely((((uintptr_t)next ^ (uintptr_t)b) >> HAK_SLICE_SHIFT) == 0 &&
-                 hak_block_check_with(__atomic_load_n(&page->check_recip, __ATOMIC_RELAXED),
-                                      __atomic_load_n(&page->check_bound, __ATOMIC_RELAXED), next)))
-    return next;
-  if (next == NULL) return NULL;   /* (the end of the list: tested here, as it is never in b's slice) */
+  hak_block_t *next;
+  if (hak_likely(hak_block_next_quick(page, b, &next))) return next;
   /* (The purger walks held lists while the owner carves: see
    * hak_page_is_block_start.) */
   if (hak_unlikely(page->slice_count == 1 || !hak_page_is_block_start(page, next))) hak_secure_bad_link(page, b);
