@@ -1183,13 +1183,15 @@ HAK_INTERNAL void hak_stat_commit(int64_t delta);
 #include "exports.h"
 
 /* Take a block from a page whose free list has one (both variants' malloc
- * fast paths; here, after secure.h's hak_block_next). The next block is
- * prefetched: a block another thread freed, or one that waited in the
- * secure variant's quarantine, is no longer in this core's cache, and the
- * next malloc would wait for it (in `exchange`, 1 of every 3 samples of
- * malloc was that load; one instruction here cut it by 2 in 5). */
-/* Block b, the head of page->free, handed out; `next`, its link checked
- * (hak_block_next), the list's new head. */
+ * fast paths; here, after secure.h's hak_block_next): hak_page_pop, or
+ * hak_page_take after the caller's own checks (the secure malloc's).
+ *
+ * Block b, the head of page->free, is handed out; `next`, its link
+ * checked, becomes the list's head, prefetched: a block another thread
+ * freed, or one that waited in the secure variant's quarantine, is no
+ * longer in this core's cache, and the next malloc would wait for it (in
+ * `exchange`, 1 of every 3 samples of malloc was that load; one
+ * instruction here cut it by 2 in 5). */
 static inline void *hak_page_take(hak_page_t *page, hak_block_t *b, hak_block_t *next) {
   page->free = next;
   __builtin_prefetch(next);
