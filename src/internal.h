@@ -147,7 +147,7 @@ static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a
 static inline size_t hak_direct_fine(size_t size) { return (size + 15) >> 4; }
 static inline size_t hak_direct_coarse(size_t size) { return HAK_DIRECT_COARSE_BASE + ((size + 127) >> 7); }
 static inline size_t hak_direct_index(size_t size) {
-  return size <= HAK_DIRECT_FINE_MAX ? hak_direct_fine(size) : hak_direct_coarse(size);
+  return hak_likely(size <= HAK_DIRECT_FINE_MAX) ? hak_direct_fine(size) : hak_direct_coarse(size);
 }
 
 /* ---------------------------------------------------------------- blocks */

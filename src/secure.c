@@ -916,9 +916,7 @@ static HAK_NOINLINE void *secure_new_slow(size_t size, unsigned family) {
 static inline __attribute__((always_inline)) void *secure_alloc(size_t size, unsigned family, bool throwing) {
   hak_heap_t *heap = hak_heap_get();
   if (hak_likely(size <= HAK_SMALL_MAX - HAK_CANARY_SIZE)) {
-    size_t request = size + HAK_CANARY_SIZE;
-    hak_page_t *page = heap->direct[hak_likely(request <= HAK_DIRECT_FINE_MAX) ? hak_direct_fine(request)
-                                                                               : hak_direct_coarse(request)];
+    hak_page_t *page = heap->direct[hak_direct_index(size + HAK_CANARY_SIZE)];
     hak_block_t *b = page->free, *next;
     if (hak_likely(b != NULL) && hak_likely(b->free_tag == hak_free_tag(page)) &&
         hak_likely(hak_block_next_quick(page, b, &next)) && hak_likely(hak_heap_beat(heap)))
