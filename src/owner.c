@@ -65,20 +65,21 @@ static void reclaim_append(reclaim_t *r, hak_page_t *page) {
   r->queued_last = page;
 }
 
-/* Under reclaim_lock: the pushed pages behind the queued ones, oldest first. */
+/* Under reclaim_lock: the pushed pages behind the queued ones, oldest
+ * first (the stack reversed, then joined on at the back). */
 static void reclaim_gather(reclaim_t *r) {
-  hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire), *reversed = NULL;
+  hak_page_t *list = atomic_exchange_explicit(&r->pushed, NULL, memory_order_acquire);
+  if (list == NULL) return;
+  hak_page_t *newest = list, *oldest_first = NULL;
   while (list != NULL) {
     hak_page_t *next = list->next;
-    list->next = reversed;
-    reversed = list;
+    list->next = oldest_first;
+    oldest_first = list;
     list = next;
   }
-  while (reversed != NULL) {
-    hak_page_t *next = reversed->next;
-    reclaim_append(r, reversed);
-    reversed = next;
-  }
+  if (r->queued == NULL) r->queued = oldest_first;
+  else r->queued_last->next = oldest_first;
+  r->queued_last = newest;   /* (its next is NULL: it was reversed first) */
 }
 
 /* Under reclaim_lock: the oldest queued page, or NULL. */
