@@ -4,17 +4,18 @@
  *
  * Every block of the secure variant ends in a canary trailer:
  *
- *   p ........ p+size  [pattern, up to 16 B]  ...  [slack:u32 | check:u32]
+ *   p ........ p+size  [pattern, up to 16 B]  ...  [zero:u32 | slack:u32]
  *   (the caller's)      the canary byte             last 8 bytes of the block
  *
  * slack is the count of bytes between the request and the trailer, so the
  * requested size needs no room anywhere else (not in the page descriptor,
  * not in a side table) and is found from the block's end, which the exact
  * block lookup gives anyway. Its low FAMILY_BITS bits are the block's
- * allocation family (secure.h), the rest the count. Both words hold the
- * slack, each masked with its half of a keyed hash of the block's address:
- * an overflow that reaches the trailer makes them disagree, and one that
- * stops short changes the pattern bytes. Both are checked whenever the
+ * allocation family (secure.h), the rest the count. The trailer holds it
+ * in its upper half and 0 in its lower (the half an overflow reaches
+ * first), all masked with a keyed hash of the block's address: an overflow
+ * that reaches the trailer changes its lower half, and one that stops
+ * short changes the pattern bytes. Both are checked whenever the
  * block comes back (free, each delete, realloc, malloc_usable_size), and
  * the family against the call (not by malloc_usable_size).
  *
@@ -329,12 +330,14 @@ void hak_secure_segment_release(const hak_segment_t *seg) {
 #define FAMILY_BITS 3
 #define FAMILY_MASK ((1u << FAMILY_BITS) - 1)
 #define SLACK_MAX   (UINT32_MAX >> FAMILY_BITS)
+_Static_assert(HAK_SMALL_MAX <= SLACK_MAX, "a small block's slack is under 2^29 (canary_intact)");
 
 /* The trailer, one 64-bit word: its word (the bytes from the request's end
- * to the trailer << FAMILY_BITS | the family) in both halves, masked with
- * the keyed hash. Decoded (trailer_decode), the halves must agree. */
+ * to the trailer << FAMILY_BITS | the family) in its upper half, 0 in its
+ * lower, masked with the keyed hash. Decoded (trailer_decode), the lower
+ * half must be 0 (trailer_intact) and the upper is the word. */
 static inline uint64_t trailer_encode(keys_t ks, const void *p, uint32_t word) {
-  return keyed_hash(ks, p) ^ (word * 0x100000001ULL);
+  return keyed_hash(ks, p) ^ (uint64_t)word << 32;
 }
 
 static inline uint64_t trailer_decode(keys_t ks, const void *p, const uint8_t *end) {
@@ -343,7 +346,8 @@ static inline uint64_t trailer_decode(keys_t ks, const void *p, const uint8_t *e
   return stored ^ keyed_hash(ks, p);
 }
 
-static inline bool trailer_intact(uint64_t decoded) { return (uint32_t)decoded == (uint32_t)(decoded >> 32); }
+static inline bool trailer_intact(uint64_t decoded) { return (uint32_t)decoded == 0; }
+static inline uint32_t trailer_word(uint64_t decoded) { return (uint32_t)(decoded >> 32); }
 
 /* Bytes from p, a block just handed out, to the end of its block. */
 static size_t block_usable(const void *p) {
@@ -416,7 +420,7 @@ void *hak_secure_set_family(void *p, unsigned family) {
   if (p == NULL) return NULL;
   uint8_t *end = (uint8_t *)p + block_usable(p);
   keys_t ks = keys();
-  uint64_t t = trailer_encode(ks, p, ((uint32_t)trailer_decode(ks, p, end) & ~FAMILY_MASK) | family);
+  uint64_t t = trailer_encode(ks, p, (trailer_word(trailer_decode(ks, p, end)) & ~FAMILY_MASK) | family);
   memcpy(end - HAK_CANARY_SIZE, &t, sizeof t);
   return p;
 }
@@ -477,7 +481,7 @@ static HAK_NOINLINE HAK_NORETURN void size_differs(hak_op_t op, const void *p, s
 }
 
 static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
-                                                                bool sized, size_t given, size_t *size);
+                                                                bool sized, size_t given, size_t *size, bool small);
 
 /* A block of `family` that op, a free or delete of another family,
  * releases, where the program's own operators explain it: its new (of the
@@ -534,9 +538,9 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
    * filled it (over the canary of a block of up to 64 bytes). */
   if (((const uintptr_t *)p)[1] == quarantine_tag(keys(), p)) report_freed_at_once(p);
   size_t size;
-  if (canary_intact(keys(), op, p, usable, false, 0, &size)) size_differs(op, p, size);   /* whole: the size was wrong */
+  if (canary_intact(keys(), op, p, usable, false, 0, &size, false)) size_differs(op, p, size);   /* whole: the size was wrong */
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
-  uint32_t word = (uint32_t)decoded, slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
+  uint32_t word = trailer_word(decoded), slack = word >> FAMILY_BITS, family = word & FAMILY_MASK;
   if (!trailer_intact(decoded) || slack > usable - HAK_CANARY_SIZE) report_overflow(op, p, SIZE_MAX, 0);
   if (!family_fits(op, family)) {
     if (!family_explained(op, family)) family_differs(op, p, family);
@@ -549,22 +553,28 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
 /* Whether the canary of live block p, whose block has `usable` bytes from
  * p on, is intact and names a family op takes, and (for a sized free or
  * delete) the size `given` is the requested size (canary_failed says what
- * is wrong if not); if so, *size is the requested size. */
+ * is wrong if not); if so, *size is the requested size. `small`: a block
+ * of a small class (the free fast path's). */
 static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
-                                                                bool sized, size_t given, size_t *size) {
+                                                                bool sized, size_t given, size_t *size, bool small) {
   const uint8_t *end = (const uint8_t *)p + usable;
   uint64_t decoded = trailer_decode(ks, p, end);
-  uint32_t word = (uint32_t)decoded;
-  /* The slack and whether the family is op's, in one comparison: the
-   * word rotated, the family's difference from op's in its top bits (no
-   * block's usable size comes near them). malloc_usable_size takes any
-   * family that has a name. */
-  uint64_t v = op == HAK_OP_USABLE_SIZE ? word & ~FAMILY_MASK : word ^ op_family(op);
-  uint64_t slack = v >> FAMILY_BITS | v << (64 - FAMILY_BITS);
+  uint32_t word = trailer_word(decoded);
+  /* The slack, whether the family is op's and whether the trailer's lower
+   * half is 0, in one comparison: the trailer rotated so that the slack
+   * comes first, then the lower half (from bit 61 - 32 = 29 on), then the
+   * family's difference from op's (its top bits). A small block's usable
+   * size is under 2^29, so that comparison fails for anything in the
+   * lower half; a larger block's may not be (a giant block's), which
+   * tests the lower half itself. malloc_usable_size takes any family that
+   * has a name. */
+  uint64_t v = op == HAK_OP_USABLE_SIZE ? decoded & ~((uint64_t)FAMILY_MASK << 32)
+                                        : decoded ^ (uint64_t)op_family(op) << 32;
+  uint64_t slack = v >> (32 + FAMILY_BITS) | v << (32 - FAMILY_BITS);
   /* A size given is checked as the slack it implies, in the same
    * comparison (one wrapped past the block implies none). */
   bool slack_wrong = sized ? slack != usable - HAK_CANARY_SIZE - given : slack > usable - HAK_CANARY_SIZE;
-  if (hak_unlikely(!trailer_intact(decoded) || slack_wrong ||
+  if (hak_unlikely((!small && !trailer_intact(decoded)) || slack_wrong ||
                    (op == HAK_OP_USABLE_SIZE && family_names[word & FAMILY_MASK] == NULL)))
     return false;
   *size = usable - HAK_CANARY_SIZE - slack;
@@ -588,7 +598,7 @@ static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_o
 static inline __attribute__((always_inline)) size_t canary_check(keys_t ks, hak_op_t op, const void *p, size_t usable,
                                                                  bool sized, size_t given) {
   size_t size;
-  if (hak_unlikely(!canary_intact(ks, op, p, usable, false, 0, &size))) {
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, false, 0, &size, false))) {
     canary_failed(op, p, usable, sized, given);
     return RELEASED;
   }
@@ -946,7 +956,7 @@ static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
 static inline __attribute__((always_inline)) void free_live(keys_t ks, hak_heap_t *heap, hak_op_t op, void *p,
                                                             size_t usable, bool sized, size_t given, bool small) {
   size_t size;
-  if (hak_unlikely(!canary_intact(ks, op, p, usable, sized, given, &size))) {
+  if (hak_unlikely(!canary_intact(ks, op, p, usable, sized, given, &size, small))) {
     canary_failed(op, p, usable, sized, given);
     return;
   }
