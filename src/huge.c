@@ -261,8 +261,15 @@ size_t hak_huge_usable_size(hak_segment_t *seg, hak_page_t *page, const void *p)
  * the resizes in progress (each holds resize_lock to read), so a child never
  * inherits a block taken for one, which it could then not free. (Readers
  * first, glibc's default: a signal handler's realloc on a thread inside a
- * resize, with a fork waiting, would otherwise wait for ever.) */
+ * resize, with a fork waiting, would otherwise wait for ever.) A fork
+ * holds resize_gate while it waits, and a resize starts only past the
+ * gate: with readers first, threads whose resizes overlapped kept the lock
+ * read-held, and a fork waited as long as they went on (6 threads
+ * resizing on 2 cores: for ever). But for a thread inside the allocator
+ * already (hak_locks_held: a signal handler's realloc), which goes straight
+ * to the lock: the fork may be waiting for it. */
 static pthread_rwlock_t resize_lock = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t resize_gate = PTHREAD_MUTEX_INITIALIZER;
 
 static bool huge_take(hak_page_t *page, uint8_t kind) {
   uint8_t live = HAK_SPAN_HUGE;
@@ -272,6 +279,10 @@ static bool huge_take(hak_page_t *page, uint8_t kind) {
 /* realloc's: false if the block is not live any more (the caller reports
  * it). Taken, it is released by hak_huge_realloc or hak_huge_shrink. */
 bool hak_huge_take_for_resize(hak_page_t *page) {
+  if (hak_locks_held == 0) {
+    hak_lock(&resize_gate);
+    hak_unlock(&resize_gate);
+  }
   if (hak_read_lock(&resize_lock) != 0) hak_fatal("internal error: a huge block's resize cannot take its lock");
   if (huge_take(page, HAK_SPAN_RESIZING)) return true;
   hak_read_unlock(&resize_lock);
@@ -492,11 +503,18 @@ size_t hak_giant_usable_size(const void *p) {
 
 /* The resizes first (init.c): a resize holds resize_lock outside any other
  * (a report it makes takes the report lock). */
-void hak_huge_resize_fork_prepare(void) { pthread_rwlock_wrlock(&resize_lock); }
-void hak_huge_resize_fork_parent(void) { pthread_rwlock_unlock(&resize_lock); }
+void hak_huge_resize_fork_prepare(void) {
+  pthread_mutex_lock(&resize_gate);
+  pthread_rwlock_wrlock(&resize_lock);
+}
+void hak_huge_resize_fork_parent(void) {
+  pthread_rwlock_unlock(&resize_lock);
+  pthread_mutex_unlock(&resize_gate);
+}
 void hak_huge_resize_fork_child(void) {
   pthread_rwlock_t unlocked = PTHREAD_RWLOCK_INITIALIZER;
   resize_lock = unlocked;
+  pthread_mutex_init(&resize_gate, NULL);
 }
 
 void hak_huge_fork_prepare(void) {

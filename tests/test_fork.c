@@ -269,6 +269,49 @@ static void fork_while_a_huge_block_is_resized(void)
 }
 #endif
 
+/* fork while several threads resize huge blocks without a pause: each
+ * resize holds a lock fork waits for, and resizes that overlap one
+ * another kept it held, so fork waited as long as they went on (6 threads
+ * on 2 cores: for ever; found by an attack helper). fork must return as
+ * it does beside threads that allocate. (Each resize moves or cuts its
+ * block by mremap: the secure variant's too, beyond its quarantine.) */
+enum { NONSTOP_RESIZERS = 6, FORK_WATCHDOG_S = 60 };
+static _Atomic bool stop_nonstop;
+
+static void *nonstop_resizer(void *arg)
+{
+    hak_rng rng = hak_rng_seed((uint64_t)(uintptr_t)arg);
+    char *p = malloc(40 * MiB);
+    CHECK(p != NULL);
+    while (!atomic_load(&stop_nonstop)) {
+        size_t size = hak_rng_range(&rng, 40 * MiB, 104 * MiB);
+        p = realloc(p, size);
+        CHECK(p != NULL);
+        p[size - 1] = 1;
+    }
+    free(p);
+    return NULL;
+}
+
+static void fork_while_huge_blocks_resize_nonstop(void)
+{
+    pthread_t t[NONSTOP_RESIZERS];
+    for (size_t i = 0; i < NONSTOP_RESIZERS; i++) t[i] = hak_thread_start(nonstop_resizer, (void *)(i + 1));
+    usleep(20000);   /* (all of them resizing) */
+    hak_watchdog_arm(FORK_WATCHDOG_S, "fork beside threads resizing huge blocks");
+    for (size_t f = 0; f < hak_scale(20, 500); f++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) _exit(0);
+        int status = hak_wait_child(pid, CHILD_STALL_S);
+        CHECK_CHILD_EXITED_0(status);
+    }
+    alarm(0);
+    atomic_store(&stop_nonstop, true);
+    for (size_t i = 0; i < NONSTOP_RESIZERS; i++) pthread_join(t[i], NULL);
+}
+
 int main(void)
 {
     hak_test_begin("test_fork");
@@ -278,6 +321,7 @@ int main(void)
 #ifndef HAK_TEST_SECURE   /* (which moves a block it cuts) */
     RUN_CASE(fork_while_a_huge_block_is_resized);
 #endif
+    RUN_CASE(fork_while_huge_blocks_resize_nonstop);
 #ifdef HAK_TEST_STANDARD_NAMES
     RUN_CASE(fork_while_reporting);
 #endif
