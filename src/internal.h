@@ -646,10 +646,11 @@ typedef struct hak_quarantine_s {
   void *p[HAK_QUARANTINE_SLOTS];         /* (two arrays, not one of pairs: a slot's fields are then */
   size_t usable[HAK_QUARANTINE_SLOTS];   /* read without scaling its index by hand) */
   size_t head, count;
-  /* the larger blocks' ring only: their usable bytes; how many were put
+  /* the larger blocks' ring only: their usable bytes. How many were put
    * in it in all (the oldest is number put - count), and `put` at the
    * quarantine's last tick (the blocks before it leave at the next:
-   * secure.c, hak_quarantine_age) */
+   * secure.c, quarantine_age_ring): the larger blocks' ring, and both of
+   * the shared heap's (whose blocks come only through quarantine_append) */
   size_t bytes, put, put_at_tick;
 } hak_quarantine_t;
 #endif

@@ -763,6 +763,8 @@ void hak_quarantine_flush(hak_heap_t *heap) {
     while (heap->quarantine[ring].count > 0) quarantine_evict(heap, ring);
 }
 
+static void shared_tick_start(void);   /* below: the shared heap's clock */
+
 /* p (filled and tagged already) after the newest block of its ring in
  * heap's quarantine, the oldest ones leaving first to make room. */
 static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t usable) {
@@ -773,10 +775,9 @@ static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t u
   q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
   q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
   q->count++;
-  if (ring == RING_LARGE) {
-    q->bytes += usable;
-    q->put++;
-  }
+  q->put++;
+  if (ring == RING_LARGE) q->bytes += usable;
+  if (heap->shared) shared_tick_start();
 }
 
 /* The larger blocks age as the heap goes on: the ones that were in
@@ -790,10 +791,47 @@ static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t u
  * 32 KiB array of pointers, each of whose blocks it frees too) held 64
  * batches. (Small blocks wait for 64 more small frees; a thread that
  * frees only larger blocks holds 64 small ones.) */
-void hak_quarantine_age(hak_heap_t *heap) {
-  hak_quarantine_t *q = &heap->quarantine[RING_LARGE];
-  while (q->count > 0 && q->put - q->count < q->put_at_tick) quarantine_evict(heap, RING_LARGE);   /* (the oldest's number) */
+static void quarantine_age_ring(hak_heap_t *heap, unsigned ring) {
+  hak_quarantine_t *q = &heap->quarantine[ring];
+  while (q->count > 0 && q->put - q->count < q->put_at_tick) quarantine_evict(heap, ring);   /* (the oldest's number) */
   q->put_at_tick = q->put;
+}
+
+void hak_quarantine_age(hak_heap_t *heap) { quarantine_age_ring(heap, RING_LARGE); }
+
+/* The shared heap's quarantine (the blocks of exited threads, and of
+ * threads past their heap's exit) has no heartbeat, and no free of its own
+ * pushes its blocks out: they waited until other threads' exits did, or
+ * malloc_trim, each keeping its page (up to 256 KiB) from going back to the
+ * OS (64 blocks of 16 KiB held 16 MiB resident for good; an attack
+ * helper's program). So it ages by the clock: a tick each SHARED_TICK_MS
+ * while a block waits there, at which the blocks of both rings that were
+ * there at the last one leave (each waits one to two ticks). The purger
+ * ticks it (or, without one, a thread's heartbeat, purge.c). */
+#define SHARED_TICK_MS 500
+static _Atomic(uint64_t) shared_tick_at;   /* ms: the next tick; 0 while none waits. Under the shared heap's lock */
+
+static void shared_tick_start(void) {
+  if (atomic_load_explicit(&shared_tick_at, memory_order_relaxed) != 0) return;
+  uint64_t at = hak_clock_ms() + SHARED_TICK_MS;
+  atomic_store_explicit(&shared_tick_at, at, memory_order_relaxed);
+  hak_note_pending_work(at);
+}
+
+/* A tick, if one is due (`wait`: the purger, which holds no lock; else a
+ * heartbeat's purge work, which skips it when its thread holds one: the
+ * shared heap's own). Returns the next tick, or 0. */
+uint64_t hak_quarantine_shared_due(uint64_t now, bool wait) {
+  uint64_t at = atomic_load_explicit(&shared_tick_at, memory_order_relaxed);
+  if (at == 0 || now < at) return at;
+  if (!wait && hak_locks_held != 0) return now + SHARED_TICK_MS;
+  hak_heap_t *shared = hak_heap_shared();
+  for (unsigned ring = 0; ring < HAK_QUARANTINE_RINGS; ring++) quarantine_age_ring(shared, ring);
+  bool waiting = shared->quarantine[RING_SMALL].count + shared->quarantine[RING_LARGE].count > 0;
+  at = waiting ? now + SHARED_TICK_MS : 0;
+  atomic_store_explicit(&shared_tick_at, at, memory_order_relaxed);
+  hak_heap_release(shared);
+  return at;
 }
 
 /* The free fast path's block `old`, out of quarantine, turned its ring. */

@@ -147,6 +147,7 @@ HAK_INTERNAL void hak_secure_fork_child(void);   /* init.c: a forked child's own
 HAK_INTERNAL void hak_quarantine_hand_over(hak_heap_t *heap);   /* heap.c: thread exit */
 HAK_INTERNAL void hak_quarantine_age(hak_heap_t *heap);         /* alloc.c: at the heap's heartbeat */
 HAK_INTERNAL void hak_quarantine_flush(hak_heap_t *heap);       /* purge.c: malloc_trim */
+HAK_INTERNAL uint64_t hak_quarantine_shared_due(uint64_t now, bool wait);   /* purge.c: exited threads' blocks */
 HAK_INTERNAL void hak_free_released(void *p, hak_heap_t *heap);   /* free.c */
 
 #define HAK_REQUEST(size)        hak_secure_request(size)
