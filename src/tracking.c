@@ -87,8 +87,10 @@ void hak_track_handout(void *p, size_t size, bool zero) {
   hak_block_ref_t ref;
   VALGRIND_MALLOCLIKE_BLOCK(p, usable_of(p, &ref), 0, zero);
   /* A block's tag word is read by every free (the double-free check),
-   * whether or not the program wrote it: it holds 0, defined. */
-  if (ref.kind == HAK_SPAN_PAGE)
+   * whether or not the program wrote it: it holds 0, defined. (The secure
+   * variant's free reads it in every block of an arena segment, large and
+   * huge ones too: where a quarantined block keeps its tag.) */
+  if (ref.kind == HAK_SPAN_PAGE || (HAKMEM_SECURE && ref.seg != NULL))
     VALGRIND_MAKE_MEM_DEFINED(&((hak_block_t *)p)->free_tag, sizeof ((hak_block_t *)p)->free_tag);
 }
 
