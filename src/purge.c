@@ -147,7 +147,8 @@ static uint64_t held_due(uint64_t now) {
 }
 
 /* Do what is due now. Returns the earliest deadline still pending, or 0.
- * The sweep goes first: the spans it frees join the purges. */
+ * The sweep goes first (but for the secure variant's tick of exited
+ * threads' quarantined blocks): the spans it frees join the purges. */
 static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
 #if HAKMEM_SECURE   /* (first: the pages of the blocks it lets go may empty, for the sweep) */
   uint64_t next = hak_quarantine_shared_due(now, wait);

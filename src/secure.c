@@ -826,7 +826,7 @@ void hak_quarantine_age(hak_heap_t *heap) { quarantine_age_ring(heap, RING_LARGE
  * there at the last one leave (each waits one to two ticks). The purger
  * ticks it (or, without one, a thread's heartbeat, purge.c). */
 #define SHARED_TICK_MS 500
-static _Atomic(uint64_t) shared_tick_at;   /* ms: the next tick; 0 while none waits. Under the shared heap's lock */
+static _Atomic(uint64_t) shared_tick_at;   /* ms: the next tick; 0 while none waits. Written under the shared heap's lock */
 
 static void shared_tick_start(void) {
   if (atomic_load_explicit(&shared_tick_at, memory_order_relaxed) != 0) return;
