@@ -769,6 +769,7 @@ static size_t quarantine_take(hak_quarantine_t *q, unsigned ring, void **p) {
 static void quarantine_evict(hak_heap_t *heap, unsigned ring) {
   void *p;
   size_t usable = quarantine_take(&heap->quarantine[ring], ring, &p);
+  if (hak_unlikely(hak_tracking)) hak_track_unquarantined(p, usable);   /* (quarantine_enter) */
   quarantine_release(keys(), heap, ring, p, usable);
   if (ring == RING_SMALL && heap->quarantine[RING_SMALL].head == 0) hak_quarantine_age(heap);   /* a turn */
 }
@@ -783,11 +784,15 @@ void hak_quarantine_flush(hak_heap_t *heap) {
 static void shared_tick_start(void);   /* below: the shared heap's clock */
 
 /* p (filled and tagged already) after the newest block of its ring in
- * heap's quarantine, the oldest ones leaving first to make room. */
+ * heap's quarantine, the oldest ones leaving first to make room. Under a
+ * tool (tracking.h) a ring keeps a slot free: the free fast path, which
+ * takes only a full ring's oldest slot, then always comes to
+ * quarantine_put_slow, where the block is described as freed
+ * (quarantine_enter). */
 static void quarantine_append(hak_heap_t *heap, unsigned ring, void *p, size_t usable) {
   hak_quarantine_t *q = &heap->quarantine[ring];
-  while (q->count > 0 &&
-         (q->count == HAK_QUARANTINE_SLOTS || (ring == RING_LARGE && q->bytes + usable > QUARANTINE_BYTES)))
+  while (q->count > 0 && (q->count >= HAK_QUARANTINE_SLOTS - (size_t)hak_tracking ||
+                          (ring == RING_LARGE && q->bytes + usable > QUARANTINE_BYTES)))
     quarantine_evict(heap, ring);
   q->p[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = p;
   q->usable[(q->head + q->count) % HAK_QUARANTINE_SLOTS] = usable;
@@ -880,6 +885,16 @@ void hak_quarantine_hand_over(hak_heap_t *heap) {
 
 static void quarantine_put_borrowed(unsigned ring, void *p, size_t usable);
 
+/* A block a free puts in quarantine (heap's, its ring not full), filled
+ * already. Under memcheck it is a freed block from here on, so that a read
+ * of it is reported as a use after free; it is described as live again
+ * just before it leaves (quarantine_evict), whose check reads it, and whose
+ * release describes it as freed for good. */
+static void quarantine_enter(hak_heap_t *heap, unsigned ring, void *p, size_t usable) {
+  if (hak_unlikely(hak_tracking)) hak_track_quarantined(p);
+  quarantine_append(heap, ring, p, usable);
+}
+
 /* Into `ring` of quarantine, filled already: the ring is not full, or
  * (the larger blocks') p would take it over its bytes; or the heap is the
  * empty one (whose quarantine stays empty). */
@@ -888,7 +903,7 @@ static HAK_NOINLINE void quarantine_put_slow(hak_heap_t *heap, unsigned ring, vo
     quarantine_put_borrowed(ring, p, usable);
     return;
   }
-  quarantine_append(heap, ring, p, usable);
+  quarantine_enter(heap, ring, p, usable);
 }
 
 /* Into quarantine: the small blocks' ring if small_page (p is of a
@@ -932,7 +947,7 @@ static void quarantine_put_borrowed(unsigned ring, void *p, size_t usable) {
     hak_free_generic(p, &hak_heap_empty);
     return;
   }
-  quarantine_append(heap, ring, p, usable);
+  quarantine_enter(heap, ring, p, usable);
   hak_heap_release(heap);
 }
 

@@ -60,6 +60,11 @@ void hak_track_free(void *p, size_t usable, bool in_page) {
   else ASAN_UNPOISON_MEMORY_REGION(p, usable);
 }
 
+/* (Quarantined blocks stay as they are: the secure variant is not built
+ * for ASan's tests.) */
+void hak_track_quarantined(void *p) { (void)p; }
+void hak_track_unquarantined(void *p, size_t usable) { (void)p; (void)usable; }
+
 void hak_track_open(void *b) { ASAN_UNPOISON_MEMORY_REGION(b, sizeof(hak_block_t)); }
 void hak_track_close(void *b) { ASAN_POISON_MEMORY_REGION(b, sizeof(hak_block_t)); }
 
@@ -100,6 +105,11 @@ void hak_track_cut(void *p, size_t size, size_t usable, size_t was) {
   VALGRIND_RESIZEINPLACE_BLOCK(p, was, usable, 0);
 }
 void hak_track_free(void *p, size_t usable, bool in_page) { (void)usable; (void)in_page; VALGRIND_FREELIKE_BLOCK(p, 0); }
+void hak_track_quarantined(void *p) { VALGRIND_FREELIKE_BLOCK(p, 0); }
+void hak_track_unquarantined(void *p, size_t usable) {
+  VALGRIND_MALLOCLIKE_BLOCK(p, usable, 0, 0);
+  VALGRIND_MAKE_MEM_DEFINED(p, usable);
+}
 void hak_track_open(void *b) { VALGRIND_MAKE_MEM_DEFINED(b, sizeof(hak_block_t)); }
 void hak_track_close(void *b) { VALGRIND_MAKE_MEM_NOACCESS(b, sizeof(hak_block_t)); }
 
@@ -119,6 +129,8 @@ void hak_track_handout(void *p, size_t size, bool zero) { (void)p; (void)size; (
 void hak_track_resize(void *p, size_t size, size_t usable) { (void)p; (void)size; (void)usable; }
 void hak_track_cut(void *p, size_t size, size_t usable, size_t was) { (void)p; (void)size; (void)usable; (void)was; }
 void hak_track_free(void *p, size_t usable, bool in_page) { (void)p; (void)usable; (void)in_page; }
+void hak_track_quarantined(void *p) { (void)p; }
+void hak_track_unquarantined(void *p, size_t usable) { (void)p; (void)usable; }
 void hak_track_open(void *b) { (void)b; }
 void hak_track_close(void *b) { (void)b; }
 void hak_track_carve(void *first, size_t bytes, bool carved) { (void)first; (void)bytes; (void)carved; }

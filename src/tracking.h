@@ -39,6 +39,11 @@ HAK_INTERNAL void hak_track_resize(void *p, size_t size, size_t usable);
  * arena or the OS, as a freed block's memory does. */
 HAK_INTERNAL void hak_track_cut(void *p, size_t size, size_t usable, size_t was);
 HAK_INTERNAL void hak_track_free(void *p, size_t usable, bool in_page);   /* p: a block start */
+/* The secure variant's quarantine (secure.c): freed block p enters it (to
+ * memcheck, a freed block), or leaves it (live again for its check, which
+ * reads its `usable` bytes, and its release, which frees it). */
+HAK_INTERNAL void hak_track_quarantined(void *p);
+HAK_INTERNAL void hak_track_unquarantined(void *p, size_t usable);
 HAK_INTERNAL void hak_track_open(void *b);                      /* a free block's link and tag */
 HAK_INTERNAL void hak_track_close(void *b);
 HAK_INTERNAL void hak_track_carve(void *first, size_t bytes, bool carved);
