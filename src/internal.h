@@ -241,7 +241,7 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *   - any other free, realloc or malloc_usable_size of one of its blocks
  *     from another thread (free_in_slice's check of a page of several
  *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
- *     and live_block) reads span_kind, block_size, block_magic, area
+ *     and live_block) reads span_kind, block_size, block_magic, area_neg
  *     and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written
@@ -310,7 +310,9 @@ typedef struct hak_page_s {
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if !HAKMEM_SECURE   /* (the secure variant's are on the second line: its first is full) */
-  uint8_t *area;                         /* page: its first block (hak_page_is_block_start). Written at */
+  uintptr_t area_neg;                    /* page: its first block's address, negated (p + area_neg: p's offset,
+                                            hak_page_is_block_start; stored as the address, it made valgrind's
+                                            leak scan count a leaked first block still reachable). Written at */
   uint64_t block_magic;                  /* page_init; read by any thread freeing a block, as block_size */
 #else
   uint32_t check_recip, check_bound;     /* page: a copy of its slice's recip and bound (hak_slice_t) for
@@ -339,7 +341,7 @@ typedef struct hak_page_s {
    * span_kind, capacity and block_size too) */
   uintptr_t remote_secret;
   uint32_t remote_block_size;
-  uint8_t *area;                         /* as in the default build (above) */
+  uintptr_t area_neg;                    /* as in the default build (above) */
   uint64_t block_magic;
   bool guarded;                          /* any slice: its last OS page is a page guard (PROT_NONE; secure.c),
                                             in a free span too. Only the last slice of a page may have one, no
@@ -528,7 +530,7 @@ static inline uint64_t hak_block_magic(size_t block_size) { return UINT64_MAX / 
  * Any thread, as hak_block_check_shared: a block it was handed was carved
  * before the hand-over (capacity only grows while the page lives). */
 static inline bool hak_page_is_block_start(const hak_page_t *page, const void *p) {
-  size_t offset = (size_t)((uintptr_t)p - (uintptr_t)page->area);   /* (below the area: wraps, too large) */
+  size_t offset = (size_t)((uintptr_t)p + page->area_neg);   /* (below the area: wraps, too large) */
   return offset < (size_t)__atomic_load_n(&page->capacity, __ATOMIC_RELAXED) * page->block_size &&
          offset * page->block_magic < page->block_magic;
 }

@@ -1,14 +1,16 @@
 /* A small program for valgrind's memcheck with hakmem preloaded
  * (memcheck.sh): `clean` uses the heap correctly in every size range,
  * `use-after-free` reads a freed block, `overflow` reads one byte past a
- * block, `read-past-cut` past a large block realloc cut. Not linked to
- * hakmem. */
+ * block, `read-past-cut` past a large block realloc cut, `leak` leaves
+ * four blocks (small, medium, one a page's only block, large) unreferenced.
+ * Not linked to hakmem. */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static volatile char sink;
+static void *volatile kept;
 
 static void clean(void)
 {
@@ -63,8 +65,15 @@ int main(int argc, char **argv)
         p = realloc(p, 5 << 20);   /* cut in place: its last 3 MiB go back */
         sink = p[5 << 20];
         free(p);
+    } else if (strcmp(mode, "leak") == 0) {
+        static const size_t sizes[] = {100, 20000, 300000, 3 << 20};
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            kept = malloc(sizes[i]);
+            memset(kept, 1, 64);
+            kept = NULL;   /* lost */
+        }
     } else {
-        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow|read-past-cut\n");
+        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow|read-past-cut|leak\n");
         return 2;
     }
     return 0;

@@ -299,7 +299,7 @@ static void page_block_start_is_exact(void) {
   for (size_t bin = 1; bin < HAK_BINS; bin++) {
     size_t bs = hak_bin_size(bin);
     size_t capacity = hak_rng_range(&rng, 1, bs < 64 ? 4096 : 1024);
-    hak_page_t page = { .area = area, .block_size = (uint32_t)bs, .capacity = (uint16_t)capacity,
+    hak_page_t page = { .area_neg = -(uintptr_t)area, .block_size = (uint32_t)bs, .capacity = (uint16_t)capacity,
                         .block_magic = hak_block_magic(bs) };
     for (size_t i = 0; i <= capacity + 1; i++) {
       for (int d = -1; d <= 1; d++) {
