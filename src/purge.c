@@ -150,12 +150,11 @@ static uint64_t held_due(uint64_t now) {
  * The sweep goes first (but for the secure variant's tick of exited
  * threads' quarantined blocks): the spans it frees join the purges. */
 static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
+  uint64_t next = 0;
 #if HAKMEM_SECURE   /* (first: the pages of the blocks it lets go may empty, for the sweep) */
-  uint64_t next = hak_quarantine_shared_due(now, wait);
-  if (heap != NULL) next = hak_earliest(next, sweep_due(heap, now, wait));
-#else
-  uint64_t next = heap != NULL ? sweep_due(heap, now, wait) : 0;
+  next = hak_quarantine_shared_due(now, wait);
 #endif
+  if (heap != NULL) next = hak_earliest(next, sweep_due(heap, now, wait));
   if (wait) next = hak_earliest(next, held_due(now));   /* the purger only: it walks every span */
   next = hak_earliest(next, hak_arenas_purge_due(now, wait));
   return hak_earliest(next, hak_huge_cache_decay(now, wait));
