@@ -164,6 +164,7 @@ static uint64_t purge_due(hak_heap_t *heap, uint64_t now, bool wait) {
 
 enum { PURGER_NONE, PURGER_STARTING, PURGER_RUNNING, PURGER_OFF };
 static _Atomic int purger_state;           /* OFF for good, but in a forked child */
+static _Atomic(bool) purger_retired;       /* for good: the main thread left (purger_retire) */
 static pthread_t purger_thread;            /* while RUNNING (joinable: see purger_retire) */
 static _Atomic(pid_t) purger_tid;          /* its kernel thread id (purger_end) */
 #define PURGER_IDLE UINT64_MAX
@@ -217,6 +218,13 @@ static void *purger_main(void *arg) {
 static void purger_start(void) {
   int expected = PURGER_NONE;
   if (!atomic_compare_exchange_strong(&purger_state, &expected, PURGER_STARTING)) return;
+  /* A pause (purger_pause) that read `purger_retired` just before the main
+   * thread left may have set PURGER_NONE after it: the retirement, which
+   * waits for STARTING to pass, or this load sees the other (seq_cst). */
+  if (atomic_load_explicit(&purger_retired, memory_order_seq_cst)) {
+    atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_seq_cst);
+    return;
+  }
   /* Blocked signals are inherited: none is ever delivered to the purger,
    * so it never runs a handler of the program's. */
   sigset_t all, old;
@@ -238,13 +246,6 @@ static void purger_start(void) {
   if (rc == 0) hak_verbose("hakmem: purger thread started\n");
   else hak_verbose("hakmem: no purger thread (pthread_create: errno %d); malloc returns memory\n", rc);
 }
-
-/* The main thread leaves by pthread_exit: end the purger and wait until it
- * has (so that the program's last thread is one of its own, and runs
- * glibc's exit(0) on its own stack with its own signal mask), and never
- * start it again: the slow paths do its work from now on, as with
- * HAKMEM_BACKGROUND=0. A purger being started is waited for first. */
-static _Atomic(bool) purger_retired;   /* for good: the main thread left */
 
 /* pthread_join returns once the exiting thread's id is cleared, which the
  * kernel does before it lets go of the thread's hold on the address space:
@@ -273,11 +274,21 @@ static bool purger_end(bool for_good) {
   if (state != PURGER_RUNNING) return false;
   atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
   syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  /* pthread_join and nanosleep are cancellation points; unshare, setns and
+   * pthread_exit are not: a cancel pending must not act in here. */
+  int cancel_state;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   pthread_join(purger_thread, NULL);
   purger_wait_gone();
+  pthread_setcancelstate(cancel_state, NULL);
   return true;
 }
 
+/* The main thread leaves by pthread_exit: end the purger and wait until it
+ * has (so that the program's last thread is one of its own, and runs
+ * glibc's exit(0) on its own stack with its own signal mask), and never
+ * start it again: the slow paths do its work from now on, as with
+ * HAKMEM_BACKGROUND=0. A purger being started is waited for first. */
 static void purger_retire(void) { (void)purger_end(true); }
 
 /* unshare and setns refuse a process of several threads for some

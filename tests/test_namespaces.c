@@ -64,6 +64,25 @@ static void setns_finds_one_thread(void)
     CHECKF(rc == 0, "setns(mount namespace) with the program's threads joined: %s", strerror(errno));
 }
 
+/* unshare is no cancellation point: a thread with a cancel pending goes
+ * on past it, though hakmem waits there for its purger to end. */
+static void *unshare_with_cancel_pending(void *arg)
+{
+    pthread_cancel(pthread_self());
+    *(int *)arg = unshare(0);
+    return arg;
+}
+
+static void unshare_is_no_cancellation_point(void)
+{
+    CHECKF(purger_running_after_threads_joined(), "the purger did not start again");
+    int rc = -2;
+    void *result = NULL;
+    CHECK(pthread_join(hak_thread_start(unshare_with_cancel_pending, &rc), &result) == 0);
+    CHECKF(result != PTHREAD_CANCELED, "a thread with a cancel pending was cancelled inside unshare");
+    CHECK(rc == 0);
+}
+
 /* After: the purger starts again, and memory freed is given back. */
 static void memory_still_goes_back(void)
 {
@@ -86,6 +105,7 @@ int main(void)
     hak_test_begin("test_namespaces");
     RUN_CASE(unshare_finds_one_thread);
     RUN_CASE(setns_finds_one_thread);
+    RUN_CASE(unshare_is_no_cancellation_point);
     RUN_CASE(memory_still_goes_back);
     return 0;
 }
