@@ -139,6 +139,7 @@ static inline size_t hak_shared_bin_of(size_t size) {
 }
 
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+static inline size_t hak_align_down(size_t x, size_t a) { return x & ~(a - 1); }
 
 /* heap->direct index of a size <= HAK_SMALL_MAX: 16-byte steps up to 1 KiB,
  * then 128-byte steps (every class boundary falls on a step, and a class

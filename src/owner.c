@@ -374,7 +374,7 @@ size_t hak_page_purge_held(hak_page_t *page) {
   size_t bs = page->block_size, purged = 0;
   for (hak_block_t *b = list; b != NULL; b = hak_block_next(page, b)) {
     uintptr_t from = hak_align_up((uintptr_t)b + sizeof(hak_block_t), HAK_OS_PAGE);
-    uintptr_t to = ((uintptr_t)b + bs) & ~(uintptr_t)(HAK_OS_PAGE - 1);
+    uintptr_t to = hak_align_down((uintptr_t)b + bs, HAK_OS_PAGE);
     if (to > from && hak_os_purge((void *)from, to - from) != HAK_PURGE_FAILED) purged += to - from;
     tail = b;
   }

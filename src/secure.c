@@ -700,7 +700,7 @@ static __attribute__((noipa)) void report_use_after_free(const void *p, size_t f
 #define ZERO_BY_OS (64 * 1024)
 static void zero_freed(void *p, size_t usable) {
   uint8_t *b = p, *from = (uint8_t *)hak_align_up((uintptr_t)b, HAK_OS_PAGE);
-  uint8_t *to = (uint8_t *)((uintptr_t)(b + usable) & ~(uintptr_t)(HAK_OS_PAGE - 1));
+  uint8_t *to = (uint8_t *)hak_align_down((uintptr_t)(b + usable), HAK_OS_PAGE);
   if (usable < ZERO_BY_OS || !hak_os_zero(from, (size_t)(to - from))) {
     memset(p, 0, usable);
     return;

@@ -670,7 +670,7 @@ static void use_judge(use_record_t *u, uintptr_t probe) {
   unsigned char vec[USE_PROBE_PAGES];
   size_t pages = probe & (HAK_SLICE_SIZE - 1);
   int saved = errno;
-  bool seen = mincore((void *)(probe & ~(uintptr_t)(HAK_SLICE_SIZE - 1)), pages * HAK_OS_PAGE, vec) == 0;
+  bool seen = mincore((void *)hak_align_down(probe, HAK_SLICE_SIZE), pages * HAK_OS_PAGE, vec) == 0;
   errno = saved;   /* (the malloc asking goes on) */
   if (!seen) return;
   size_t resident = 0;
