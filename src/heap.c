@@ -304,16 +304,17 @@ hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin) {
       if (page->kept) page->kept = false;   /* (its line is the one remote frees write) */
       return page;
     }
-    if (!page->kept && next != NULL) {
-      /* Full for the first time, and other pages to try: kept, at the
-       * back, as the blocks its owner frees meanwhile go straight back
-       * into it (docs/design.md §5.7). */
+    if (!page->kept && !page->took_remote && next != NULL) {
+      /* Full for the first time, no block of it freed by another thread
+       * yet, and other pages to try: kept, at the back, as the blocks its
+       * owner frees meanwhile go straight back into it (docs/design.md
+       * §5.7). */
       page->kept = true;
       heap->kept_bins[bin / 64] |= (uint64_t)1 << (bin % 64);
       queue_first_to_back(heap, q);
     } else {
-      /* Full again, or alone: abandon it, so that whoever allocates next
-       * reuses what is freed into it. */
+      /* Full again, alone, or freed into by other threads: abandon it, so
+       * that whoever allocates next reuses what is freed into it. */
       queue_remove(heap, page);
       hak_page_abandon(page, heap, false);
     }

@@ -332,6 +332,8 @@ typedef struct hak_page_s {
   bool kept;                             /* owner only: hak_heap_page_for_bin found it full and kept it at
                                             the back of its queue, and has not handed out from it since
                                             (heap.c); only the slow paths read it */
+  bool took_remote;                      /* owner only: its owner took remote frees since it was last
+                                            abandoned or initialised (hak_page_take_remote; heap.c) */
 #if HAKMEM_SECURE
   /* page: copies of `secret` and `block_size` for the secure free of a
    * block by another thread (its canary check, its push onto xthread_free),

@@ -103,7 +103,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->block_magic = hak_block_magic(bs);
   page->area_neg = -(uintptr_t)hak_page_area(page);
   page->alone = false;   /* until it is queued */
-  page->kept = false;
+  page->kept = page->took_remote = false;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 #if HAKMEM_SECURE
@@ -161,6 +161,7 @@ void hak_page_take_remote(hak_page_t *page, uintptr_t xfree) {
   if (list == NULL) return;
   size_t count = hak_xlist_count(xfree), used = hak_page_used(page);
   if (count == 0 || count > used) hak_fatal("heap corruption: %zu remote frees in a page with %zu blocks in use", count, used);
+  page->took_remote = true;
   if (page->free == NULL && hak_likely(!hak_tracking)) {
     page->free = list;
   } else if (page->gathered == NULL && hak_likely(!hak_tracking)) {
