@@ -385,10 +385,16 @@ void hak_purger_init(void) {
 }
 
 /* The child of fork has no purger (only the forking thread exists there,
- * now its main thread); it gets one the same lazy way. */
+ * now its main thread); it gets one the same lazy way. The work the
+ * parent's purger had taken, and slept on until it was due, is the
+ * child's too: noted as pending, so that its first look (its purger's or
+ * a heartbeat's) finds every deadline again. Not noted, it waited for the
+ * next note, which a deadline already set never makes (the secure
+ * variant's clock of exited threads' quarantined blocks: for good). */
 void hak_purger_fork_child(void) {
   atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
   atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
+  atomic_store_explicit(&hak_work_pending, true, memory_order_relaxed);
   atomic_store_explicit(&main_thread_marked, false, memory_order_relaxed);
   mark_main_thread();
 }

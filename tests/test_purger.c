@@ -460,6 +460,51 @@ static void exited_thread_last_frees(void)
     wait_below(before + (peak - before) / 16, peak, "an exited thread's blocks, the first of each page freed last");
 }
 
+/* The same, with a fork once the parent's purger has taken the work (the
+ * tick) and sleeps until it is due: the child inherits the blocks but no
+ * purger, and must not lose that work. A busy, threaded child, as a
+ * pre-forked server's worker is (an attack helper's child held them for
+ * good: it started no purger, and its heartbeats had nothing noted). */
+static void *sleep_a_while(void *arg)
+{
+    usleep(200 * 1000);
+    return arg;
+}
+
+static void exited_thread_last_frees_then_fork(void)
+{
+    sem_init(&filled, 0, 0);
+    sem_init(&freed, 0, 0);
+    size_t before = settled_rss();
+    pthread_t t = hak_thread_start(fill_free_spread_then_exit, NULL);
+    sem_wait(&filled);
+    size_t peak = hak_rss_bytes();
+    sem_post(&freed);
+    pthread_join(t, NULL);
+    usleep(200 * 1000);   /* (the purger is due back at the tick, 500 ms after the exit) */
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        pthread_t other = hak_thread_start(sleep_a_while, NULL);
+        double t0 = hak_now_ms();
+        size_t rss;
+        while ((rss = hak_rss_bytes()) > before + (peak - before) / 16) {
+            CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "child: rss %zu MiB still > %zu MiB (peak %zu MiB) after %d ms",
+                   rss / MiB, (before + (peak - before) / 16) / MiB, peak / MiB, DEADLINE_MS);
+            for (int i = 0; i < 1000; i++) free(malloc(64));
+            usleep(20 * 1000);
+        }
+        printf("     child of fork, busy: peak %zu MiB, %zu MiB after %.0f ms\n", peak / MiB, rss / MiB,
+               hak_now_ms() - t0);
+        pthread_join(other, NULL);
+        fflush(stdout);
+        _exit(0);
+    }
+    int status = hak_wait_child(pid, 60);
+    CHECK_CHILD_EXITED_0(status);
+}
+
 int main(int argc, char **argv)
 {
     blocks = mmap(NULL, WORKING_SET / 16 * sizeof(void *), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -482,6 +527,7 @@ int main(int argc, char **argv)
     RUN_CASE(pool_workers_taking_turns);
     RUN_CASE(huge_cache_when_idle);
     RUN_CASE(exited_thread_last_frees);
+    RUN_CASE(exited_thread_last_frees_then_fork);
     RUN_CASE(purger_across_fork);
     RUN_CASE(background_off);
     return 0;
