@@ -396,9 +396,13 @@ size_t hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
  * another mapping of the process so, 10 runs in 10). */
 typedef struct giant_s {
   struct giant_s *next;
-  size_t mapped;   /* from block on */
-  uint8_t *block;
+  size_t mapped;         /* from the block on */
+  uintptr_t block_neg;   /* the block's address, negated: valgrind's leak scan
+                            reads this page too; as the address itself, it
+                            counted a leaked giant block still reachable */
 } giant_t;
+
+static uint8_t *giant_block(const giant_t *g) { return (uint8_t *)(0 - g->block_neg); }
 
 static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
 static giant_t *giants;
@@ -426,7 +430,7 @@ static giant_t *giant_retire(giant_t *g) {
 #endif
 
 static void giant_unmap(giant_t *g) {
-  hak_os_free(g->block, g->mapped);
+  hak_os_free(giant_block(g), g->mapped);
   hak_os_free(g, HAK_OS_PAGE);
 }
 
@@ -449,7 +453,7 @@ static void *giant_alloc(size_t size, size_t align) {
   if (block > base) hak_os_free(base, (size_t)(block - base));
   if (base + over > end) hak_os_free(end, (size_t)(base + over - end));
   g->mapped = (size_t)(end - block);
-  g->block = block;
+  g->block_neg = 0 - (uintptr_t)block;
   hak_lock(&giant_lock);
   g->next = giants;
   giants = g;
@@ -460,7 +464,7 @@ static void *giant_alloc(size_t size, size_t align) {
 
 static giant_t **giant_find(const void *p) {
   for (giant_t **g = &giants; *g != NULL; g = &(*g)->next)
-    if ((*g)->block == p) return g;
+    if (giant_block(*g) == p) return g;
   return NULL;
 }
 
@@ -477,9 +481,9 @@ bool hak_giant_free(void *p) {
   if (g == NULL) return false;
   huge_unaccount(g->mapped + HAK_OS_PAGE);
 #if HAKMEM_SECURE
-  hak_os_purge(g->block, g->mapped);
+  hak_os_purge(giant_block(g), g->mapped);
   int saved = errno;   /* (refused: the range stays as it was until it leaves the ring) */
-  mprotect(g->block, g->mapped, PROT_NONE);
+  mprotect(giant_block(g), g->mapped, PROT_NONE);
   errno = saved;
   hak_lock(&giant_lock);
   giant_t *unmapped = giant_retire(g);

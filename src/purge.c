@@ -360,7 +360,10 @@ static bool main_thread_known(void) {
  * the top of this file). One load once decided. */
 void hak_purger_consider_start(void) {
   if (hak_likely(atomic_load_explicit(&purger_state, memory_order_relaxed) != PURGER_NONE)) return;
-  if (!hak_option(HAK_OPT_BACKGROUND)) {
+  /* Under memcheck, a purger still running at exit made its leak check
+   * report the thread's TLS "possibly lost" in any program that had started
+   * a thread: there, the slow paths do its work. */
+  if (!hak_option(HAK_OPT_BACKGROUND) || hak_tracking_memcheck) {
     atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
     return;
   }

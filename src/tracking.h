@@ -26,6 +26,7 @@
 #define HAKMEM_TRACKING_H
 
 extern bool hak_tracking HAK_INTERNAL;   /* under memcheck, or the ASan build */
+extern bool hak_tracking_memcheck HAK_INTERNAL;   /* under memcheck */
 
 HAK_INTERNAL bool hak_tracking_init(void);
 /* p was just handed out for `size` bytes (the start of its block: aligned

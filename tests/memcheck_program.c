@@ -2,9 +2,11 @@
  * (memcheck.sh): `clean` uses the heap correctly in every size range,
  * `use-after-free` reads a freed block, `overflow` reads one byte past a
  * block, `read-past-cut` past a large block realloc cut, `leak` leaves
- * four blocks (small, medium, one a page's only block, large) unreferenced.
- * Not linked to hakmem. */
+ * five blocks (small, medium, one a page's only block, large, giant)
+ * unreferenced, after a thread that used enough memory to start hakmem's
+ * purger (whose own thread must not show as a leak). Not linked to hakmem. */
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,16 @@ static void clean(void)
     printf("sum %lu\n", sum);
 }
 
+static void *use_memory(void *arg)
+{
+    for (int i = 0; i < 16; i++) {
+        char *p = malloc(1 << 20);
+        memset(p, 1, 1 << 20);
+        free(p);
+    }
+    return arg;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "clean";
@@ -66,12 +78,20 @@ int main(int argc, char **argv)
         sink = p[5 << 20];
         free(p);
     } else if (strcmp(mode, "leak") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, use_memory, NULL);
+        pthread_join(t, NULL);
         static const size_t sizes[] = {100, 20000, 300000, 3 << 20};
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
             kept = malloc(sizes[i]);
             memset(kept, 1, 64);
             kept = NULL;   /* lost */
         }
+        void *giant;   /* aligned beyond a segment: a mapping of its own */
+        if (posix_memalign(&giant, (size_t)64 << 20, 3000) != 0) return 1;
+        kept = giant;
+        memset(kept, 1, 64);
+        kept = NULL;
     } else {
         fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow|read-past-cut|leak\n");
         return 2;
