@@ -159,6 +159,7 @@ static void *malloc_slow(size_t size, hak_heap_t *heap, bool zero) {
 #endif
     hak_heap_flush_recent(heap, 1);
     hak_heap_abandon_kept(heap);
+    hak_heap_retire_idle(heap);
     hak_heap_foreign_heartbeat(heap);
     hak_purge_due_work(heap);
   } else {

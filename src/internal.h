@@ -334,6 +334,9 @@ typedef struct hak_page_s {
                                             (heap.c); only the slow paths read it */
   bool took_remote;                      /* owner only: its owner took remote frees since it was last
                                             abandoned or initialised (hak_page_take_remote; heap.c) */
+  uint8_t beats_idle;                    /* owner only: heartbeats that found beat_mark unchanged (below) */
+  uintptr_t beat_mark;                   /* owner only: the first page of its queue at a heartbeat, its list
+                                            head and use then (hak_heap_retire_idle, heap.c) */
 #if HAKMEM_SECURE
   /* page: copies of `secret` and `block_size` for the secure free of a
    * block by another thread (its canary check, its push onto xthread_free),
@@ -760,6 +763,8 @@ typedef struct hak_heap_s {
   hak_page_t *direct[HAK_DIRECT];        /* hak_direct_index(size) -> first page of its bin */
   hak_page_queue_t queues[HAK_BINS];
   uint64_t kept_bins[(HAK_BINS + 63) / 64];   /* classes whose queue may end in kept pages (heap.c) */
+  uint64_t queued_bins[(HAK_BINS + 63) / 64]; /* classes whose queue holds a page (heap.c) */
+  uint32_t beats;                        /* heartbeats so far (heap.c: hak_heap_retire_idle) */
   hak_arena_t *arena;
   struct hak_heap_s *list_next, *list_prev;   /* all heaps (heaps_lock, heap.c) */
   hak_recent_t recent[HAK_RECENT_BINS];  /* medium classes up to 32 KiB: blocks this thread freed last (free.c) */
@@ -1017,6 +1022,7 @@ HAK_INTERNAL void hak_heap_update_direct(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_heap_queue_push_back(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL hak_page_t *hak_heap_page_for_bin(hak_heap_t *heap, size_t bin);
 HAK_INTERNAL void hak_heap_abandon_kept(hak_heap_t *heap);
+HAK_INTERNAL void hak_heap_retire_idle(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_free_empty_pages(hak_heap_t *heap);
 HAK_INTERNAL void hak_heap_retire_page(hak_heap_t *heap, hak_page_t *page);
 HAK_INTERNAL void hak_heaps_fork_prepare(void);

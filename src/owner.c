@@ -134,6 +134,7 @@ void hak_page_free_remote(hak_page_t *page, hak_block_t *b) {
 void hak_page_abandon(hak_page_t *page, hak_heap_t *last_owner, bool swept) {
   if (!swept) hak_page_stat_inc(&hak_page_stats[page->bin].pages_abandoned);
   page->kept = page->took_remote = false;   /* (for its next owner) */
+  page->beat_mark = 0;
   bool has_room = page->free != NULL || page->gathered != NULL || page->capacity < page->reserved;
   hak_page_set_owner(page, (uintptr_t)last_owner | HAK_OWNER_ABANDONED | hak_owner_counted);
   uintptr_t old = atomic_load_explicit(&page->xthread_free, memory_order_relaxed), state;

@@ -104,6 +104,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   page->area_neg = -(uintptr_t)hak_page_area(page);
   page->alone = false;   /* until it is queued */
   page->kept = page->took_remote = false;
+  page->beat_mark = 0;
   atomic_store_explicit(&page->xthread_free, HAK_XSTATE_ACTIVE, memory_order_relaxed);
   hak_page_set_owner(page, (uintptr_t)heap | hak_owner_counted);
 #if HAKMEM_SECURE

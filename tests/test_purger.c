@@ -6,6 +6,7 @@
  * by ctest; "off" re-runs itself with HAKMEM_BACKGROUND=0. */
 #include "hak_test.h"
 #include <semaphore.h>
+#include <stdatomic.h>
 
 #define WORKING_SET (128 * MiB)
 #define DEADLINE_MS 5000
@@ -324,6 +325,59 @@ static void pool_workers_taking_turns(void)
     }
 }
 
+/* A producer allocates blocks of one class, frees about half of them
+ * itself (at random, so that pages it abandoned full come back to it)
+ * and hands the rest to main; then it stops using that class, busy with
+ * another. Main frees every block it got: the pages the producer still
+ * holds are all free, and must go back though it never allocates that
+ * class again (they held 19 MiB for good: an attack helper's producers). */
+enum { PRODUCED = 200000, PRODUCER_POOL = 4096 };
+static atomic_bool producer_stop;
+
+static void *produce_then_use_another_class(void *arg)
+{
+    (void)arg;
+    hak_rng rng = hak_rng_seed(23);
+    static void *pool[PRODUCER_POOL];
+    nblocks = 0;
+    for (int i = 0; i < PRODUCED; i++) {
+        char *p = malloc(64);
+        CHECK(p != NULL);
+        memset(p, 0x5A, 64);
+        if (hak_rng_range(&rng, 0, 1) == 0) {
+            size_t k = hak_rng_range(&rng, 0, PRODUCER_POOL - 1);
+            free(pool[k]);
+            pool[k] = p;
+        } else {
+            blocks[nblocks++] = p;
+        }
+    }
+    for (size_t k = 0; k < PRODUCER_POOL; k++) free(pool[k]);
+    sem_post(&filled);
+    void *other[64] = {0};
+    for (unsigned i = 0; !atomic_load(&producer_stop); i++) {
+        free(other[i % 64]);
+        other[i % 64] = malloc(1000);
+        if (i % 65536 == 0) usleep(1000);
+    }
+    for (size_t k = 0; k < 64; k++) free(other[k]);
+    return NULL;
+}
+
+static void freed_into_a_class_its_owner_left(void)
+{
+    sem_init(&filled, 0, 0);
+    atomic_store(&producer_stop, false);
+    size_t base = settled_rss();
+    pthread_t t = hak_thread_start(produce_then_use_another_class, NULL);
+    sem_wait(&filled);
+    size_t peak = hak_rss_bytes();
+    free_range(0, nblocks);
+    wait_below(base + (peak - base) / 4, peak, "a class its busy owner left, freed by another thread");
+    atomic_store(&producer_stop, true);
+    pthread_join(t, NULL);
+}
+
 /* Huge blocks go to a cache; with the program idle the cache is purged. */
 static void huge_cache_when_idle(void)
 {
@@ -525,6 +579,7 @@ int main(int argc, char **argv)
 #endif
     RUN_CASE(freed_into_an_idle_owners_pages);
     RUN_CASE(pool_workers_taking_turns);
+    RUN_CASE(freed_into_a_class_its_owner_left);
     RUN_CASE(huge_cache_when_idle);
     RUN_CASE(exited_thread_last_frees);
     RUN_CASE(exited_thread_last_frees_then_fork);
