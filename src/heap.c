@@ -379,22 +379,25 @@ void hak_heap_abandon_kept(hak_heap_t *heap) {
   }
 }
 
-/* At the heartbeat, of each class the thread has taken no block of and
- * freed none into for IDLE_BEATS heartbeats (its first page's list head
- * and use as they were), the pages whose blocks other threads have all
- * freed go back to the arena (but a page alone in its queue, as a local
- * free keeps it): their owner would gather those frees only at its next
- * malloc of the class, which may never come. A thread busy with other
- * classes held, for good, 19 MiB of 64-byte blocks its consumers had freed
- * (an attack helper's producers). Pages with blocks still live stay (the
- * purger gives back the whole OS pages inside their freed blocks,
- * hak_page_purge_held): published instead, other threads adopting them
- * fragmented `respawn` (peak RSS +11%). A page of a class in use waits
- * for its owner's walk. */
+/* Every IDLE_LOOK_EVERY heartbeats, of each class the thread has taken no
+ * block of and freed none into since IDLE_BEATS looks ago (its first
+ * page's list head and use as they were), the pages whose blocks other
+ * threads have all freed go back to the arena (but a page alone in its
+ * queue, as a local free keeps it): their owner would gather those frees
+ * only at its next malloc of the class, which may never come. A thread
+ * busy with other classes held, for good, 19 MiB of 64-byte blocks its
+ * consumers had freed (an attack helper's producers). Pages with blocks
+ * still live stay (the purger gives back the whole OS pages inside their
+ * freed blocks, hak_page_purge_held): published instead, other threads
+ * adopting them fragmented `respawn` (peak RSS +11%). A page of a class in
+ * use waits for its owner's walk. Not the shared heap's pages: its classes
+ * (young threads' first blocks, one line apart) are each used now and
+ * then, by whichever thread is young, and a page retired there was soon
+ * made again (`respawn`: 55 retired, peak RSS +5%). (docs/design.md §5.7) */
 #define IDLE_BEATS 2
 #define IDLE_LOOK_EVERY 4   /* heartbeats (a look at every one cost larson-32k 0.5% more instructions) */
 
-/* The class whose queue starts with `page`. */
+/* One look at the class whose queue starts with `page`. */
 static void retire_idle_in(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t mark = (uintptr_t)page->free + hak_page_used(page) + 1;   /* (never 0, a fresh page's) */
   if (page->beat_mark != mark) {
@@ -413,7 +416,7 @@ static void retire_idle_in(hak_heap_t *heap, hak_page_t *page) {
 }
 
 void hak_heap_retire_idle(hak_heap_t *heap) {
-  if (++heap->beats % IDLE_LOOK_EVERY != 0) return;
+  if (heap->shared || ++heap->beats % IDLE_LOOK_EVERY != 0) return;
   for (size_t w = 0; w < sizeof heap->queued_bins / sizeof heap->queued_bins[0]; w++)
     for (uint64_t bits = heap->queued_bins[w]; bits != 0; bits &= bits - 1)
       retire_idle_in(heap, heap->queues[w * 64 + (size_t)__builtin_ctzll(bits)].first);
