@@ -500,16 +500,23 @@ static void *fill_free_spread_then_exit(void *arg)
     return NULL;
 }
 
-static void exited_thread_last_frees(void)
+/* That thread, run to its exit: the resident set before it and at its peak. */
+static void spread_thread_run(size_t *before, size_t *peak)
 {
     sem_init(&filled, 0, 0);
     sem_init(&freed, 0, 0);
-    size_t before = settled_rss();
+    *before = settled_rss();
     pthread_t t = hak_thread_start(fill_free_spread_then_exit, NULL);
     sem_wait(&filled);
-    size_t peak = hak_rss_bytes();
+    *peak = hak_rss_bytes();
     sem_post(&freed);
     pthread_join(t, NULL);
+}
+
+static void exited_thread_last_frees(void)
+{
+    size_t before, peak;
+    spread_thread_run(&before, &peak);
     /* (Held, the last blocks kept a quarter of the peak.) */
     wait_below(before + (peak - before) / 16, peak, "an exited thread's blocks, the first of each page freed last");
 }
@@ -527,14 +534,8 @@ static void *sleep_a_while(void *arg)
 
 static void exited_thread_last_frees_then_fork(void)
 {
-    sem_init(&filled, 0, 0);
-    sem_init(&freed, 0, 0);
-    size_t before = settled_rss();
-    pthread_t t = hak_thread_start(fill_free_spread_then_exit, NULL);
-    sem_wait(&filled);
-    size_t peak = hak_rss_bytes();
-    sem_post(&freed);
-    pthread_join(t, NULL);
+    size_t before, peak;
+    spread_thread_run(&before, &peak);
     usleep(200 * 1000);   /* (the purger is due back at the tick, 500 ms after the exit) */
     fflush(stdout);
     pid_t pid = fork();
