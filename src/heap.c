@@ -379,22 +379,25 @@ void hak_heap_abandon_kept(hak_heap_t *heap) {
   }
 }
 
-/* Every IDLE_LOOK_EVERY heartbeats, of each class the thread has taken no
- * block of and freed none into since IDLE_BEATS looks ago (its first
- * page's list head and use as they were), the pages whose blocks other
- * threads have all freed go back to the arena (but a page alone in its
- * queue, as a local free keeps it): their owner would gather those frees
- * only at its next malloc of the class, which may never come. A thread
- * busy with other classes held, for good, 19 MiB of 64-byte blocks its
- * consumers had freed (an attack helper's producers). Pages with blocks
- * still live stay (the purger gives back the whole OS pages inside their
- * freed blocks, hak_page_purge_held): published instead, other threads
- * adopting them fragmented `respawn` (peak RSS +11%). A page of a class in
- * use waits for its owner's walk. Not the shared heap's pages: its classes
- * (young threads' first blocks, one line apart) are each used now and
- * then, by whichever thread is young, and a page retired there was soon
- * made again (`respawn`: 55 retired, peak RSS +5%). (docs/design.md §5.7) */
-#define IDLE_BEATS 2
+/* Every IDLE_LOOK_EVERY heartbeats the owner looks at each class with
+ * pages in its queue. A class whose first page's list head and use were
+ * the same at IDLE_LOOKS looks in a row (its mark, `free + used`: a guess,
+ * blind to frees into its other pages, and a steady free-then-malloc may
+ * look the same each time) is taken as idle, and its pages whose blocks
+ * other threads have all freed go back to the arena (but a page alone in
+ * its queue, as a local free keeps it): their owner would gather those
+ * frees only at its next malloc of the class, which may never come. A
+ * thread busy with other classes held, for good, 19 MiB of 64-byte blocks
+ * its consumers had freed (an attack helper's producers). A wrong guess
+ * costs only a page made again: what goes is exactly the pages with
+ * nothing live. Pages with blocks still live stay (the purger gives back
+ * the whole OS pages inside their freed blocks, hak_page_purge_held):
+ * published instead, other threads adopting them fragmented `respawn`
+ * (peak RSS +11%). Not the shared heap's pages: its classes (young
+ * threads' first blocks, one line apart) are each used now and then, by
+ * whichever thread is young, and a page retired there was soon made again
+ * (`respawn`: 55 retired, peak RSS +5%). (docs/design.md §5.7) */
+#define IDLE_LOOKS 3        /* the first sets the mark, the other two find it unchanged */
 #define IDLE_LOOK_EVERY 4   /* heartbeats (a look at every one cost larson-32k 0.5% more instructions) */
 
 /* One look at the class whose queue starts with `page`. */
@@ -402,10 +405,11 @@ static void retire_idle_in(hak_heap_t *heap, hak_page_t *page) {
   uintptr_t mark = (uintptr_t)page->free + hak_page_used(page) + 1;   /* (never 0, a fresh page's) */
   if (page->beat_mark != mark) {
     page->beat_mark = mark;
-    page->beats_idle = 0;
+    page->idle_looks = 1;
     return;
   }
-  if (++page->beats_idle < IDLE_BEATS) return;
+  if (page->idle_looks < IDLE_LOOKS) page->idle_looks++;
+  if (page->idle_looks < IDLE_LOOKS) return;
   for (hak_page_t *next; page != NULL; page = next) {
     next = page->next;
     uintptr_t xfree = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);

@@ -334,9 +334,9 @@ typedef struct hak_page_s {
                                             (heap.c); only the slow paths read it */
   bool took_remote;                      /* owner only: its owner took remote frees since it was last
                                             abandoned or initialised (hak_page_take_remote; heap.c) */
-  uint8_t beats_idle;                    /* owner only: heartbeats that found beat_mark unchanged (below) */
-  uintptr_t beat_mark;                   /* owner only: the first page of its queue at a heartbeat, its list
-                                            head and use then (hak_heap_retire_idle, heap.c) */
+  uint8_t idle_looks;                    /* owner only: looks in a row that found beat_mark (below) as it is */
+  uintptr_t beat_mark;                   /* owner only: the first page of its queue at a heartbeat's look, its
+                                            list head and use then (hak_heap_retire_idle, heap.c) */
 #if HAKMEM_SECURE
   /* page: copies of `secret` and `block_size` for the secure free of a
    * block by another thread (its canary check, its push onto xthread_free),

@@ -42,8 +42,9 @@
  *   purger that never ended kept it alive for ever (with every signal
  *   blocked, only SIGKILL stopped it). So it starts only once the main
  *   thread is marked to retire it (main_thread_known).
- * Without it (HAKMEM_BACKGROUND=0, or pthread_create failed), malloc's slow
- * path does the same work at the heartbeat (internal.h), as a fallback. */
+ * Without it (HAKMEM_BACKGROUND=0, under memcheck, or pthread_create
+ * failed), malloc's slow path does the same work at the heartbeat
+ * (internal.h), as a fallback. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/futex.h>
@@ -263,15 +264,15 @@ static void purger_wait_gone(void) {
   errno = saved;
 }
 
-/* End the purger and wait until it has; `for_good`, never start it again.
- * False if it was not running. */
-static bool purger_end(bool for_good) {
+/* End the purger and wait until it has (the state is OFF after); `for_good`,
+ * never start it again. Returns the state it found: RUNNING if it ended it. */
+static int purger_end(bool for_good) {
   if (for_good) atomic_store_explicit(&purger_retired, true, memory_order_seq_cst);
   int state;
   do {
     while ((state = atomic_load_explicit(&purger_state, memory_order_seq_cst)) == PURGER_STARTING) sched_yield();
   } while (state != PURGER_OFF && !atomic_compare_exchange_strong(&purger_state, &state, PURGER_OFF));
-  if (state != PURGER_RUNNING) return false;
+  if (state != PURGER_RUNNING) return state;
   atomic_fetch_add_explicit(&purger_futex, 1, memory_order_seq_cst);
   syscall(SYS_futex, &purger_futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
   /* pthread_join and nanosleep are cancellation points; unshare, setns and
@@ -281,7 +282,7 @@ static bool purger_end(bool for_good) {
   pthread_join(purger_thread, NULL);
   purger_wait_gone();
   pthread_setcancelstate(cancel_state, NULL);
-  return true;
+  return state;
 }
 
 /* The main thread leaves by pthread_exit: end the purger and wait until it
@@ -296,13 +297,14 @@ static void purger_retire(void) { (void)purger_end(true); }
  * unshare(CLONE_VM)): a program that joined its threads and then enters
  * one (a sandbox, an nsenter-like tool) would fail for the purger alone.
  * So each ends it first; it may start again on a later slow path (which
- * does its work meanwhile, as with HAKMEM_BACKGROUND=0). True if it ended
- * it. */
+ * does its work meanwhile, as with HAKMEM_BACKGROUND=0), as it may if it
+ * had not started yet (a pause that left it OFF then turned it off for
+ * good: a sandbox's unshare early in main). True if it ended it. */
 static bool purger_pause(void) {
-  bool ended = purger_end(false);
-  if (ended && !atomic_load_explicit(&purger_retired, memory_order_seq_cst))
+  int was = purger_end(false);
+  if ((was == PURGER_RUNNING || was == PURGER_NONE) && !atomic_load_explicit(&purger_retired, memory_order_seq_cst))
     atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_seq_cst);
-  return ended;
+  return was == PURGER_RUNNING;
 }
 
 /* The system call itself, as the C library's wrapper makes it. If the
@@ -389,15 +391,17 @@ void hak_purger_init(void) {
 
 /* The child of fork has no purger (only the forking thread exists there,
  * now its main thread); it gets one the same lazy way. The work the
- * parent's purger had taken, and slept on until it was due, is the
- * child's too: noted as pending, so that its first look (its purger's or
+ * parent's purger (if one ran) had taken, and slept on until it was due,
+ * is the child's too: noted as pending, so that its first look (its purger's or
  * a heartbeat's) finds every deadline again. Not noted, it waited for the
  * next note, which a deadline already set never makes (the secure
  * variant's clock of exited threads' quarantined blocks: for good). */
 void hak_purger_fork_child(void) {
+  if (atomic_load_explicit(&purger_state, memory_order_relaxed) == PURGER_RUNNING)
+    atomic_store_explicit(&hak_work_pending, true, memory_order_relaxed);
   atomic_store_explicit(&purger_state, PURGER_NONE, memory_order_relaxed);
+  atomic_store_explicit(&purger_retired, false, memory_order_relaxed);   /* (its main thread is the forking one) */
   atomic_store_explicit(&purger_wake_at, 0, memory_order_relaxed);
-  atomic_store_explicit(&hak_work_pending, true, memory_order_relaxed);
   atomic_store_explicit(&main_thread_marked, false, memory_order_relaxed);
   mark_main_thread();
 }

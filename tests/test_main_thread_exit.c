@@ -70,6 +70,29 @@ static void fork_from_another_thread(void)
     pthread_join(hak_thread_start(fork_and_leave, NULL), NULL);
 }
 
+/* A worker forks after the main thread left, which retired the purger for
+ * good: the child's main thread is the forking one, and the child gets a
+ * purger again (one that inherited the retirement never did), and ends. */
+static void *fork_after_main_left(void *arg)
+{
+    (void)arg;
+    usleep(50 * 1000);   /* main has left */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) leave_by_pthread_exit(1);
+    int status = hak_wait_child(pid, 20);
+    CHECK_CHILD_EXITED_0(status);
+    return NULL;
+}
+
+static void fork_after_main_thread_left(void)
+{
+    start_the_purger();
+    CHECK(atexit(at_exit_marker) == 0);
+    CHECK(pthread_detach(hak_thread_start(fork_after_main_left, NULL)) == 0);
+    pthread_exit(NULL);
+}
+
 /* The child (with stderr captured) must end by exit(0), its atexit handler
  * run. */
 static void check_child_ends(void (*fn)(void))
@@ -82,6 +105,7 @@ static void check_child_ends(void (*fn)(void))
 static void main_thread_leaves_last(void) { check_child_ends(leave_last); }
 static void main_thread_leaves_first(void) { check_child_ends(leave_first); }
 static void main_thread_of_a_child_forked_by_another_thread(void) { check_child_ends(fork_from_another_thread); }
+static void child_forked_after_the_main_thread_left(void) { check_child_ends(fork_after_main_thread_left); }
 
 int main(void)
 {
@@ -89,5 +113,6 @@ int main(void)
     RUN_CASE(main_thread_leaves_last);
     RUN_CASE(main_thread_leaves_first);
     RUN_CASE(main_thread_of_a_child_forked_by_another_thread);
+    RUN_CASE(child_forked_after_the_main_thread_left);
     return 0;
 }

@@ -44,6 +44,24 @@ static bool refused_here(int rc, const char *call)
     return true;
 }
 
+/* A pause before the purger ever started leaves it free to start (a
+ * sandbox's unshare early in main turned it off for good). In a child, whose
+ * purger has not started. */
+static void unshare_before_the_purger_started(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CHECK(hak_purger_threads() == 0);
+        CHECK(unshare(0) == 0);
+        CHECKF(purger_running_after_threads_joined(), "no purger after an unshare made before it started");
+        _exit(0);
+    }
+    int status = hak_wait_child(pid, 30);
+    CHECK_CHILD_EXITED_0(status);
+}
+
 static void unshare_finds_one_thread(void)
 {
     CHECKF(purger_running_after_threads_joined(), "the purger did not start");
@@ -103,6 +121,7 @@ static void memory_still_goes_back(void)
 int main(void)
 {
     hak_test_begin("test_namespaces");
+    RUN_CASE(unshare_before_the_purger_started);
     RUN_CASE(unshare_finds_one_thread);
     RUN_CASE(setns_finds_one_thread);
     RUN_CASE(unshare_is_no_cancellation_point);
