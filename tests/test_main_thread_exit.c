@@ -48,15 +48,22 @@ static void leave_by_pthread_exit(int workers)
     pthread_exit(NULL);
 }
 
-static void *fork_and_leave(void *arg)
+/* From a thread that is not main: a child that leaves as above, which
+ * must end. */
+static void fork_one_that_leaves(void)
 {
-    (void)arg;
-    start_the_purger();   /* the purger of the child: not in the grandchild */
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) leave_by_pthread_exit(1);
     int status = hak_wait_child(pid, 20);
     CHECK_CHILD_EXITED_0(status);
+}
+
+static void *fork_and_leave(void *arg)
+{
+    (void)arg;
+    start_the_purger();   /* the purger of the child: not in the grandchild */
+    fork_one_that_leaves();
     return NULL;
 }
 
@@ -77,11 +84,7 @@ static void *fork_after_main_left(void *arg)
 {
     (void)arg;
     usleep(50 * 1000);   /* main has left */
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) leave_by_pthread_exit(1);
-    int status = hak_wait_child(pid, 20);
-    CHECK_CHILD_EXITED_0(status);
+    fork_one_that_leaves();
     return NULL;
 }
 
