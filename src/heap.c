@@ -433,10 +433,7 @@ void hak_heap_free_empty_pages(hak_heap_t *heap) {
     while (page != NULL) {
       hak_page_t *next = page->next;
       hak_page_gather_frees(page);
-      if (hak_page_used(page) == 0) {
-        queue_remove(heap, page);
-        hak_page_free_span(page);
-      }
+      if (hak_page_used(page) == 0) hak_heap_retire_page(heap, page);
       page = next;
     }
   }

@@ -397,12 +397,10 @@ size_t hak_huge_shrink(hak_segment_t *seg, hak_page_t *page, size_t size) {
 typedef struct giant_s {
   struct giant_s *next;
   size_t mapped;         /* from the block on */
-  uintptr_t block_neg;   /* the block's address, negated: valgrind's leak scan
-                            reads this page too; as the address itself, it
-                            counted a leaked giant block still reachable */
+  uintptr_t block_neg;   /* the block's address, hidden (hak_leak_hidden) */
 } giant_t;
 
-static uint8_t *giant_block(const giant_t *g) { return (uint8_t *)(0 - g->block_neg); }
+static uint8_t *giant_block(const giant_t *g) { return (uint8_t *)hak_leak_hidden(g->block_neg); }
 
 static pthread_mutex_t giant_lock = PTHREAD_MUTEX_INITIALIZER;
 static giant_t *giants;
@@ -453,7 +451,7 @@ static void *giant_alloc(size_t size, size_t align) {
   if (block > base) hak_os_free(base, (size_t)(block - base));
   if (base + over > end) hak_os_free(end, (size_t)(base + over - end));
   g->mapped = (size_t)(end - block);
-  g->block_neg = 0 - (uintptr_t)block;
+  g->block_neg = hak_leak_hidden((uintptr_t)block);
   hak_lock(&giant_lock);
   g->next = giants;
   giants = g;

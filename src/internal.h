@@ -141,6 +141,14 @@ static inline size_t hak_shared_bin_of(size_t size) {
 static inline size_t hak_align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
 static inline size_t hak_align_down(size_t x, size_t a) { return x & ~(a - 1); }
 
+/* A record of hakmem's that holds a block's address holds it hidden:
+ * valgrind's leak scan reads hakmem's memory too, and took such a record
+ * for a pointer into the block, which the program had leaked, and counted
+ * it "still reachable" or "possibly lost" instead of "definitely lost".
+ * Negated: its own inverse, 0 stays 0 (none), and p plus an area's hidden
+ * start is p's offset in it. */
+static inline uintptr_t hak_leak_hidden(uintptr_t a) { return 0 - a; }
+
 /* heap->direct index of a size <= HAK_SMALL_MAX: 16-byte steps up to 1 KiB,
  * then 128-byte steps (every class boundary falls on a step, and a class
  * spans at most 4 entries, so updating them stays cheap). */
@@ -311,9 +319,8 @@ typedef struct hak_page_s {
   uint8_t dirty;                         /* this slice's HAK_SLICE_* state (any slice) */
   bool alone;                            /* owner only: the only page of its queue, one slice (heap.c) */
 #if !HAKMEM_SECURE   /* (the secure variant's are on the second line: its first is full) */
-  uintptr_t area_neg;                    /* page: its first block's address, negated (p + area_neg: p's offset,
-                                            hak_page_is_block_start; stored as the address, it made valgrind's
-                                            leak scan count a leaked first block still reachable). Written at */
+  uintptr_t area_neg;                    /* page: its first block's address, hidden (hak_leak_hidden: p +
+                                            area_neg is p's offset, hak_page_is_block_start). Written at */
   uint64_t block_magic;                  /* page_init; read by any thread freeing a block, as block_size */
 #else
   uint32_t check_recip, check_bound;     /* page: a copy of its slice's recip and bound (hak_slice_t) for

@@ -101,7 +101,7 @@ void hak_page_init(hak_heap_t *heap, hak_page_t *page, size_t bin) {
   atomic_store_explicit(&page->bin, (uint8_t)bin, memory_order_relaxed);
   page->block_size = (uint32_t)bs;
   page->block_magic = hak_block_magic(bs);
-  page->area_neg = -(uintptr_t)hak_page_area(page);
+  page->area_neg = hak_leak_hidden((uintptr_t)hak_page_area(page));
   page->alone = false;   /* until it is queued */
   page->kept = page->took_remote = false;
   page->beat_mark = 0;
@@ -232,7 +232,9 @@ bool hak_page_is_valid(const hak_page_t *page) {
   const hak_slice_t *check = hak_page_slice(page);
   for (size_t i = 1; i < page->slice_count; i++)   /* (the owner or adopter asks, the one that writes them) */
     if (hak_slice_owner(&check[i]) != hak_slice_owner(check)) return false;
-  if (page->area_neg != -(uintptr_t)hak_page_area(page) || page->block_magic != hak_block_magic(page->block_size)) return false;
+  if (page->area_neg != hak_leak_hidden((uintptr_t)hak_page_area(page)) ||
+      page->block_magic != hak_block_magic(page->block_size))
+    return false;
 #if HAKMEM_SECURE
   if (page->check_recip != check->recip || page->check_bound != check->bound) return false;   /* the link checks' copy */
   if (page->remote_secret != page->secret) return false;

@@ -365,7 +365,7 @@ void hak_purger_consider_start(void) {
   /* Under memcheck, a purger still running at exit made its leak check
    * report the thread's TLS "possibly lost" in any program that had started
    * a thread: there, the slow paths do its work. */
-  if (!hak_option(HAK_OPT_BACKGROUND) || hak_tracking_memcheck) {
+  if (!hak_option(HAK_OPT_BACKGROUND) || hak_tracking_memcheck()) {
     atomic_store_explicit(&purger_state, PURGER_OFF, memory_order_relaxed);
     return;
   }

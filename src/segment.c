@@ -655,9 +655,7 @@ typedef struct use_record_s {
   _Atomic(uint32_t) verdicts;            /* bit i: the i-th last verdict was "dense" */
   _Atomic(uint32_t) dense_allocs;
   _Atomic(uintptr_t) probe;              /* the last plain block's address (a slice start) | its OS pages,
-                                            inverted (0: none): as the address itself, valgrind's leak scan
-                                            took it for a pointer into the block, which it then counted
-                                            "possibly lost" instead of lost if the program leaked it */
+                                            hidden (hak_leak_hidden; 0: none) */
 } use_record_t;
 static use_record_t large_use, medium_use;
 
@@ -686,7 +684,7 @@ static void use_judge(use_record_t *u, uintptr_t probe) {
  * see large_zero for where it would not). */
 static bool use_is_dense(use_record_t *u, bool explore) {
   uintptr_t last = atomic_exchange_explicit(&u->probe, 0, memory_order_relaxed);
-  if (last != 0) use_judge(u, ~last);
+  if (last != 0) use_judge(u, hak_leak_hidden(last));
   uint32_t v = atomic_load_explicit(&u->verdicts, memory_order_relaxed);
   return __builtin_popcount(v) >= 6 &&
          (!explore || atomic_fetch_add_explicit(&u->dense_allocs, 1, memory_order_relaxed) % 8 != 0);
@@ -696,7 +694,7 @@ static bool use_is_dense(use_record_t *u, bool explore) {
  * resident before: the next allocation of its kind judges it. */
 static void use_probe(use_record_t *u, const void *p, size_t bytes) {
   size_t pages = (bytes + HAK_OS_PAGE - 1) / HAK_OS_PAGE;
-  atomic_store_explicit(&u->probe, ~((uintptr_t)p | (pages < USE_PROBE_PAGES ? pages : USE_PROBE_PAGES)),
+  atomic_store_explicit(&u->probe, hak_leak_hidden((uintptr_t)p | (pages < USE_PROBE_PAGES ? pages : USE_PROBE_PAGES)),
                         memory_order_relaxed);
 }
 

@@ -13,7 +13,6 @@
 #endif
 
 bool hak_tracking;
-bool hak_tracking_memcheck;
 
 #if HAK_TRACK_ASAN || HAK_TRACK_MEMCHECK
 
@@ -83,7 +82,7 @@ void hak_track_page_freed(void *area, size_t bytes) { ASAN_UNPOISON_MEMORY_REGIO
  * tools leave at its default, 0. */
 bool hak_tracking_init(void) {
   char probe = 0, vbits;
-  hak_tracking = hak_tracking_memcheck = RUNNING_ON_VALGRIND && VALGRIND_GET_VBITS(&probe, &vbits, 1) == 1;
+  hak_tracking = RUNNING_ON_VALGRIND && VALGRIND_GET_VBITS(&probe, &vbits, 1) == 1;
   return hak_tracking;
 }
 

@@ -26,7 +26,15 @@
 #define HAKMEM_TRACKING_H
 
 extern bool hak_tracking HAK_INTERNAL;   /* under memcheck, or the ASan build */
-extern bool hak_tracking_memcheck HAK_INTERNAL;   /* under memcheck */
+
+/* Under memcheck: tracking outside the ASan build. */
+static inline bool hak_tracking_memcheck(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#else
+  return hak_tracking;
+#endif
+}
 
 HAK_INTERNAL bool hak_tracking_init(void);
 /* p was just handed out for `size` bytes (the start of its block: aligned
