@@ -33,17 +33,26 @@ static void free_range(size_t from, size_t to)
     for (size_t i = from; i < to; i++) free(blocks[i]);
 }
 
-/* Sleep (no allocator call) until RSS <= limit; fail at the deadline. */
-static void wait_below(size_t limit, size_t peak, const char *what)
+/* Until RSS <= limit, `work` (NULL: none, no allocator call) then a
+ * pause, each round; fail at the deadline. */
+static void wait_below_doing(size_t limit, size_t peak, const char *what, void (*work)(void))
 {
     double t0 = hak_now_ms();
     size_t rss;
     while ((rss = hak_rss_bytes()) > limit) {
         CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "%s: rss %zu MiB still > %zu MiB (peak %zu MiB) after %d ms",
                what, rss / MiB, limit / MiB, peak / MiB, DEADLINE_MS);
+        if (work != NULL) work();
         usleep(20 * 1000);
     }
-    printf("     %s: peak %zu MiB, %zu MiB after %.0f ms idle\n", what, peak / MiB, rss / MiB, hak_now_ms() - t0);
+    printf("     %s: peak %zu MiB, %zu MiB after %.0f ms %s\n", what, peak / MiB, rss / MiB, hak_now_ms() - t0,
+           work != NULL ? "busy" : "idle");
+}
+
+/* Sleep (no allocator call) until RSS <= limit; fail at the deadline. */
+static void wait_below(size_t limit, size_t peak, const char *what)
+{
+    wait_below_doing(limit, peak, what, NULL);
 }
 
 /* The resident set before a case fills: what earlier cases freed goes
@@ -261,6 +270,28 @@ static void freed_into_an_idle_owners_pages(void)
 static sem_t job_turn[POOL_WORKERS], job_handed, job_refill;
 static bool pool_closed;
 
+/* The job's blocks up to JOB_BLOCKS again. */
+static void job_fill(void)
+{
+    while (nblocks < JOB_BLOCKS) {
+        blocks[nblocks] = malloc(JOB_SIZE);
+        CHECK(blocks[nblocks] != NULL);
+        memset(blocks[nblocks++], 0x42, JOB_SIZE);
+    }
+}
+
+/* Of the job's blocks, those at `at` modulo `every` freed; the others
+ * kept, in order. */
+static void job_free_each(size_t every, size_t at)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < nblocks; i++) {
+        if (i % every == at) free(blocks[i]);
+        else blocks[kept++] = blocks[i];
+    }
+    nblocks = kept;
+}
+
 static void *pool_worker(void *arg)
 {
     sem_t *turn = arg;
@@ -268,24 +299,11 @@ static void *pool_worker(void *arg)
         sem_wait(turn);
         if (pool_closed) return NULL;
         nblocks = 0;
-        for (int i = 0; i < JOB_BLOCKS; i++) {
-            blocks[nblocks] = malloc(JOB_SIZE);
-            CHECK(blocks[nblocks] != NULL);
-            memset(blocks[nblocks++], 0x42, JOB_SIZE);
-        }
-        size_t kept = 0;
-        for (size_t i = 0; i < nblocks; i++) {
-            if (i % 64 == 0) free(blocks[i]);
-            else blocks[kept++] = blocks[i];
-        }
-        nblocks = kept;
+        job_fill();
+        job_free_each(64, 0);
         sem_post(&job_handed);
         sem_wait(&job_refill);
-        while (nblocks < JOB_BLOCKS) {
-            blocks[nblocks] = malloc(JOB_SIZE);
-            CHECK(blocks[nblocks] != NULL);
-            memset(blocks[nblocks++], 0x42, JOB_SIZE);
-        }
+        job_fill();
         sem_post(&job_handed);
     }
 }
@@ -304,12 +322,7 @@ static void pool_workers_taking_turns(void)
     for (int round = 0; round < 2 * POOL_WORKERS; round++) {
         sem_post(&job_turn[round % POOL_WORKERS]);
         sem_wait(&job_handed);
-        size_t kept = 0;
-        for (size_t i = 0; i < nblocks; i++) {
-            if (i % 2) free(blocks[i]);
-            else blocks[kept++] = blocks[i];
-        }
-        nblocks = kept;
+        job_free_each(2, 1);
         sem_post(&job_refill);
         sem_wait(&job_handed);
         size_t rss = hak_rss_bytes();
@@ -541,6 +554,11 @@ static void *sleep_a_while(void *arg)
     return arg;
 }
 
+static void light_work(void)
+{
+    for (int i = 0; i < 1000; i++) free(malloc(64));
+}
+
 static void exited_thread_last_frees_then_fork(void)
 {
     size_t before, peak;
@@ -551,16 +569,7 @@ static void exited_thread_last_frees_then_fork(void)
     CHECK(pid >= 0);
     if (pid == 0) {
         pthread_t other = hak_thread_start(sleep_a_while, NULL);
-        double t0 = hak_now_ms();
-        size_t rss;
-        while ((rss = hak_rss_bytes()) > before + (peak - before) / 16) {
-            CHECKF(hak_now_ms() - t0 < DEADLINE_MS, "child: rss %zu MiB still > %zu MiB (peak %zu MiB) after %d ms",
-                   rss / MiB, (before + (peak - before) / 16) / MiB, peak / MiB, DEADLINE_MS);
-            for (int i = 0; i < 1000; i++) free(malloc(64));
-            usleep(20 * 1000);
-        }
-        printf("     child of fork, busy: peak %zu MiB, %zu MiB after %.0f ms\n", peak / MiB, rss / MiB,
-               hak_now_ms() - t0);
+        wait_below_doing(before + (peak - before) / 16, peak, "child of fork", light_work);
         pthread_join(other, NULL);
         fflush(stdout);
         _exit(0);
