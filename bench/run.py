@@ -29,6 +29,9 @@ BASELINE = BENCH_DIR / "baselines" / "baseline.json"
 # so a workload with almost no heap cannot make a huge ratio out of a few pages.
 HEAP_FLOOR_KB = 1024
 FOOTPRINT_RUNS = 3
+# The do-nothing program each kind of workload program is measured against:
+# one that links libstdc++ has it mapped under every allocator (idle_cxx.cc).
+FOOTPRINT_PROGRAMS = {"c": "idle", "c++": "idle_cxx"}
 MEMRETURN_METRICS = ("rss_after_free_kb", "rss_after_free_100ms_kb", "rss_after_free_1s_kb",
                      "rss_after_free_5s_kb")
 
@@ -44,6 +47,7 @@ class Workload:
     redis: bool = False   # full/quick hold the request count instead
     sqlite: bool = False  # full/quick hold the row count instead
     time_metric: str = ""  # a number the program prints to use as its time instead of wall time
+    footprint: str = "c"   # the do-nothing program its heap RSS is taken against (FOOTPRINT_PROGRAMS)
 
 
 def larson_threads(n, total_ops, rounds=20):
@@ -94,7 +98,7 @@ WORKLOADS = [
              ["pyalloc.py", "--rounds=2", "--items=15000"],
              env={"PYTHONMALLOC": "malloc"}),
     Workload("redis", "redis-server under redis-benchmark (9 commands, 256 B values) on loopback",
-             [20000], [5000], metrics=("requests_per_s",), redis=True),
+             [20000], [5000], metrics=("requests_per_s",), redis=True, footprint="c++"),
     Workload("threads-4", "Larson server, 4 threads on 2 cores, 8 B-4 KiB, arrays handed on: over-subscription, cross-thread frees",
              larson_threads(4, 8 << 20), larson_threads(4, 2 << 20)),
     Workload("threads-8", "the same with 8 threads", larson_threads(8, 8 << 20), larson_threads(8, 2 << 20)),
@@ -119,7 +123,7 @@ WORKLOADS = [
              ["alignmix", "--ops=1M"]),
     Workload("sizeddel", "C++ Larson server, 2 threads, operator new / sized operator delete(p, n), 8 B-1 KiB",
              ["sizeddel", "--rounds=400"],
-             ["sizeddel", "--rounds=100"]),
+             ["sizeddel", "--rounds=100"], footprint="c++"),
     Workload("leak", "random alloc/free of 16 B-16 KiB where 1 in 32 blocks is leaked, to 96 MiB (quick: 32): memory pinned by never-freed blocks",
              ["leak", "--leak=96M", "--leak_every=32"],
              ["leak", "--leak=32M", "--leak_every=32"]),
@@ -150,7 +154,7 @@ class Context:
     timeout: float
     quick: bool
     scratch: str     # directory for generated inputs
-    footprint: dict  # allocator -> do-nothing peak RSS, KiB
+    footprint: dict  # kind (FOOTPRINT_PROGRAMS) -> allocator -> do-nothing peak RSS, KiB
 
 
 def run_once(workload, alloc, ctx):
@@ -182,7 +186,7 @@ def record(workload, alloc, rnd, position, o, ctx):
            "status": o.status, "exit_code": o.exit_code, "wall_s": o.wall_s, "time_s": time_s,
            "maxrss_kb": o.maxrss_kb, "metrics": o.metrics, "stderr": o.stderr[-2000:]}
     if o.status == "ok":
-        run["heap_rss_kb"] = max(o.maxrss_kb - ctx.footprint[alloc.name], HEAP_FLOOR_KB)
+        run["heap_rss_kb"] = max(o.maxrss_kb - ctx.footprint[workload.footprint][alloc.name], HEAP_FLOOR_KB)
     return run
 
 
@@ -211,17 +215,20 @@ def measure(workload, allocators, repeats, rng, ctx):
 
 
 def footprints(allocators, ctx):
-    """Each allocator's do-nothing peak RSS (median of a few idle runs)."""
-    out = {}
-    for alloc in allocators:
-        benchlib.progress(f"footprint: {alloc.name}")
-        sizes = []
-        for _ in range(FOOTPRINT_RUNS):
-            o = benchlib.Launched(ctx.launcher, [ctx.bench_bin / "idle"], alloc.preload).wait(ctx.timeout)
-            if o.status != "ok":
-                sys.exit(f"run.py: the do-nothing program failed under {alloc.name}: {o.stderr.strip()[-300:]}")
-            sizes.append(o.maxrss_kb)
-        out[alloc.name] = benchlib.median(sizes)
+    """Each allocator's do-nothing peak RSS (median of a few idle runs), per
+    kind of program (FOOTPRINT_PROGRAMS)."""
+    out = {kind: {} for kind in FOOTPRINT_PROGRAMS}
+    for kind, program in FOOTPRINT_PROGRAMS.items():
+        for alloc in allocators:
+            benchlib.progress(f"footprint ({kind}): {alloc.name}")
+            sizes = []
+            for _ in range(FOOTPRINT_RUNS):
+                o = benchlib.Launched(ctx.launcher, [ctx.bench_bin / program], alloc.preload).wait(ctx.timeout)
+                if o.status != "ok":
+                    sys.exit(f"run.py: the do-nothing program {program} failed under {alloc.name}: "
+                             f"{o.stderr.strip()[-300:]}")
+                sizes.append(o.maxrss_kb)
+            out[kind][alloc.name] = benchlib.median(sizes)
     benchlib.progress_done()
     return out
 
@@ -540,7 +547,7 @@ def main():
         print(f"note: {name} failed the verification pass and is left out of the comparison "
               f"(--keep-unverified keeps it): {why}", file=sys.stderr)
     allocators = [a for a in allocators if a.name not in excluded]
-    ctx.footprint = {a.name: ctx.footprint[a.name] for a in allocators}
+    ctx.footprint = {kind: {a.name: sizes[a.name] for a in allocators} for kind, sizes in ctx.footprint.items()}
 
     runs, medians, ratios, best, orders, warmups, secure = [], {}, {}, {}, {}, {}, {}
     for w in workloads:

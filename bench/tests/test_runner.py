@@ -6,7 +6,9 @@ allocator tuning; the commit is taken once for the build measured, and a
 library older than its sources is noticed."""
 import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -169,6 +171,46 @@ class WorkloadSizes(unittest.TestCase):
             return int(next(a for a in argv if a.startswith("--ops=")).split("=")[1])
         self.assertGreaterEqual(ops(w.full) / 20, 20)
         self.assertGreaterEqual(ops(w.quick) / 20, 3)
+
+
+def links_libstdcxx(path):
+    """Whether a program loads libstdc++ at start, itself or through a
+    library it needs (redis-server: through libjemalloc); None if that
+    cannot be told here (no such program, or no ldd)."""
+    if path is None or shutil.which("ldd") is None:
+        return None
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    return "libstdc++" in out
+
+
+class WorkloadFootprints(unittest.TestCase):
+    """A program that links libstdc++ has it mapped under every allocator,
+    a C program only under the allocators that link it (jemalloc,
+    tcmalloc): each workload's heap RSS is taken against the do-nothing
+    program of its own kind (run.FOOTPRINT_PROGRAMS)."""
+
+    def program_is_cxx(self, w):
+        if w.redis:
+            return links_libstdcxx(shutil.which("redis-server"))
+        if w.sqlite:
+            return links_libstdcxx(shutil.which("sqlite3"))
+        program = w.full[0]
+        if program.endswith(".py"):
+            return links_libstdcxx(sys.executable)
+        return (BENCH / f"{program}.cc").exists()
+
+    def test_each_workload_against_its_kind(self):
+        for w in run.WORKLOADS:
+            with self.subTest(workload=w.name):
+                self.assertIn(w.footprint, run.FOOTPRINT_PROGRAMS)
+                cxx = self.program_is_cxx(w)
+                if cxx is not None:
+                    self.assertEqual(w.footprint, "c++" if cxx else "c")
+
+    def test_the_do_nothing_programs_are_of_their_kind(self):
+        self.assertFalse((BENCH / f"{run.FOOTPRINT_PROGRAMS['c']}.cc").exists())
+        self.assertTrue((BENCH / f"{run.FOOTPRINT_PROGRAMS['c']}.c").exists())
+        self.assertTrue((BENCH / f"{run.FOOTPRINT_PROGRAMS['c++']}.cc").exists())
 
 
 if __name__ == "__main__":
