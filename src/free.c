@@ -696,9 +696,11 @@ void hak_free_released(void *p, hak_heap_t *heap) {
  * from. realloc keeps a block it shrinks to half or more of its usable
  * size, so a block may hold up to twice its size. */
 #if HAKMEM_DEBUG && !HAKMEM_SECURE
-static void check_sized_free(const void *p, size_t align, size_t size) {
+static void check_sized_free(const char *call, const void *p, size_t align, size_t size) {
   if (p == NULL) return;
-  size_t usable = hak_malloc_usable_size(p);
+  hak_block_ref_t ref;
+  hak_block_find(HAK_OP_FREE, p, &ref);   /* a freed or interior p: reported as the free it is */
+  size_t usable = ref.usable;
   /* An aligned block is carved from hak_aligned_request (alloc.c); a
    * block of the shared heap (whole cache lines, so a multiple of them)
    * from hak_shared_request of it. A small block holds at most the class
@@ -712,17 +714,19 @@ static void check_sized_free(const void *p, size_t align, size_t size) {
     most = hak_good_size(request);
   }
   if (size > usable || (usable / 2 > size && (most == 0 || usable > most)))
-    hak_fatal("free_sized of %p with size %zu, but its block holds %zu bytes", p, size, usable);
+    hak_fatal("%s of %p with size %zu, but its block holds %zu bytes", call, p, size, usable);
 }
 #else
-static inline void check_sized_free(const void *p, size_t align, size_t size) { (void)p, (void)align, (void)size; }
+static inline void check_sized_free(const char *call, const void *p, size_t align, size_t size) {
+  (void)call, (void)p, (void)align, (void)size;
+}
 #endif
 
 void hak_free_sized(void *p, size_t size) {
 #if HAKMEM_SECURE
   hak_secure_free_sized(p, size);
 #else
-  check_sized_free(p, HAK_ALIGN, size);
+  check_sized_free("free_sized", p, HAK_ALIGN, size);
   hak_free(p);
 #endif
 }
@@ -732,7 +736,7 @@ void hak_free_aligned_sized(void *p, size_t align, size_t size) {
   (void)align;   /* (aligned_alloc's blocks are malloc's family) */
   hak_secure_free_sized(p, size);
 #else
-  check_sized_free(p, align, size);
+  check_sized_free("free_aligned_sized", p, align, size);
   hak_free(p);
 #endif
 }

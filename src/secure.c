@@ -477,7 +477,7 @@ static inline bool family_fits(hak_op_t op, unsigned family) {
  * does). (Not which size: the fast path does not keep it.) */
 static HAK_NOINLINE HAK_NORETURN void size_differs(hak_op_t op, const void *p, size_t size) {
   hak_fatal("%s of %p with a size other than the %zu bytes it was allocated with",
-            op == HAK_OP_FREE ? "free_sized" : hak_op_name(op), p, size);
+            op == HAK_OP_FREE ? "free_sized (or free_aligned_sized)" : hak_op_name(op), p, size);
 }
 
 static inline __attribute__((always_inline)) bool canary_intact(keys_t ks, hak_op_t op, const void *p, size_t usable,
