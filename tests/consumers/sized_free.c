@@ -20,7 +20,8 @@
 
 /* Runs free of a block of `size` (aligned to `align` if nonzero) with the
  * size `claimed` in a child; true if the child aborted with hakmem's
- * free_sized message. */
+ * message naming the call (the secure variant's two sized frees share one
+ * path, and its message names both). */
 static bool rejected(size_t align, size_t size, size_t claimed) {
   int out[2];
   if (pipe(out) != 0) return false;
@@ -42,7 +43,12 @@ static bool rejected(size_t align, size_t size, size_t claimed) {
   close(out[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(msg, "hakmem: error: free_sized of") != NULL;
+#if HAKMEM_SECURE
+  const char *words = "hakmem: error: free_sized (or free_aligned_sized) of";
+#else
+  const char *words = align ? "hakmem: error: free_aligned_sized of" : "hakmem: error: free_sized of";
+#endif
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(msg, words) != NULL;
 }
 
 int main(void) {
