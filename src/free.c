@@ -61,14 +61,8 @@ HAK_NORETURN void hak_report_freed(hak_op_t op, const void *p, const char *what)
   hak_fatal("%s of %p, a block already freed (%s)", hak_op_name(op), p, what);
 }
 
-/* A free block carries its tag (see hak_block_t); carved blocks get it too,
- * so a block malloc never handed out counts as free. */
-static inline HAK_NO_ASAN bool block_is_free(const hak_block_t *b, const hak_page_t *page) {
-  return b->free_tag == hak_free_tag(page);
-}
-
 /* hak_block_find's search: any pointer, exactly, or a report. */
-static HAK_NOINLINE void block_search(hak_op_t op, const void *p, hak_block_ref_t *ref) {
+void hak_block_search(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   *ref = (hak_block_ref_t){ 0 };
   if (!hak_segment_is_mapped(p)) {
     ref->usable = hak_giant_usable_size(p);
@@ -104,31 +98,11 @@ static HAK_NOINLINE void block_search(hak_op_t op, const void *p, hak_block_ref_
   }
   hak_block_t *b = hak_page_block_of(page, p);
   if (b == NULL) report(op, p, "not allocated by hakmem (outside every block of its page)");
-  if (block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
+  if (hak_block_is_free(b, page)) hak_report_freed(op, p, "or never handed out");
   if ((const void *)b != p) report(op, p, "not the start of a block (a pointer inside one)");
   ref->usable = page->block_size;
 }
 
-/* Find the live block p was handed out as, or report: p must be exactly an
- * address malloc & co. returned (the start of a block: aligned blocks are
- * too, alloc.c), not freed since. Off the fast paths: free's generic
- * path, realloc and malloc_usable_size. `op` names the call. The usual
- * case first, without the search (and without its saved registers): the
- * start of a live block of a page, checked as free_in_slice checks it (a
- * realloc in place of bench/realloc spent 63 instructions in the search,
- * 2/3 of its cost). */
-void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
-  hak_segment_t *seg = hak_segment_lookup(p);
-  if (hak_likely(seg != NULL)) {
-    const hak_slice_t *slice = hak_slice_at(seg, p);
-    hak_page_t *page = slice->page;
-    if (page != NULL && hak_block_starts(slice, p) && !block_is_free(p, page)) {
-      *ref = (hak_block_ref_t){ seg, page, page->block_size, HAK_SPAN_PAGE };
-      return;
-    }
-  }
-  block_search(op, p, ref);
-}
 
 /* ------------------------------------------------------------ free */
 
