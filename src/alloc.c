@@ -132,10 +132,12 @@ static void *beyond_classes(size_t size, size_t align, hak_heap_t *heap, bool ze
   return p;
 }
 
-/* A large or huge block, counted (HAKMEM_STATS) in its row (class 0). */
+/* A large or huge block, counted (HAKMEM_STATS) in its row (class 0) if
+ * there is one. */
 static HAK_NOINLINE void *malloc_beyond_classes(size_t size, size_t align, hak_heap_t *heap, bool zero) {
-  if (hak_owner_counted) hak_counter_inc(&heap->stats[0].allocs);
-  return beyond_classes(size, align, heap, zero);
+  void *p = beyond_classes(size, align, heap, zero);
+  if (hak_owner_counted && p != NULL) hak_counter_inc(&heap->stats[0].allocs);
+  return p;
 }
 
 /* A block of a page in the heap's queue, so owned by it. */

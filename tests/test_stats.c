@@ -73,6 +73,11 @@ int main(void)
     memset(huge, 1, HUGE_SIZE);
     char *aligned_large = aligned_alloc(MiB, ALIGNED_SIZE), *giant = aligned_alloc(64 * MiB, ALIGNED_SIZE);
     CHECK(aligned_large != NULL && giant != NULL);
+    /* Requests refused for their size count as no allocation (each once
+     * counted one in class 0, so allocs - frees there was not live). */
+    CHECK(malloc(hak_opaque(SIZE_MAX / 2)) == NULL);
+    CHECK(aligned_alloc(64 * MiB, hak_opaque(SIZE_MAX / 2)) == NULL);
+    CHECK(realloc(large, hak_opaque(SIZE_MAX / 2)) == NULL);   /* large stays */
     snapshot("held");
     fprintf(stderr, "report held\n");
     fflush(stderr);
