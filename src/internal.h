@@ -249,9 +249,9 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     (and in the secure variant the second line's remote_block_size);
  *   - any other free, realloc or malloc_usable_size of one of its blocks
  *     from another thread (free_in_slice's check of a page of several
- *     slices, hak_block_find: free.c; secure.c's secure_free_in_segment
- *     and live_block) reads span_kind, block_size, block_magic, area_neg
- *     and (counting calls) bin: written before any block of the page was
+ *     slices, hak_block_find below and its search in free.c; secure.c's
+ *     secure_free_in_segment and live_block) reads span_kind, block_size,
+ *     block_magic, area_neg and (counting calls) bin: written before any block of the page was
  *     handed out, so ordered by the hand-over of the block itself; and
  *     capacity, which the owner raises while it carves: read and written
  *     with relaxed __atomic operations (hak_page_is_block_start), and a
