@@ -79,13 +79,22 @@ void *hak_os_alloc_aligned(size_t size, size_t align) {
  * (POSIX), as must every call below that may fail without the caller
  * failing (an allocation that succeeds leaves errno alone, as glibc's
  * tests check): munmap fails with ENOMEM when it would split a mapping at
- * vm.max_map_count, madvise with EINVAL on locked memory. Warned once, as
- * the purge: a process at its map limit fails every unmap, one per free. */
+ * vm.max_map_count, madvise with EINVAL on locked memory. A range munmap
+ * refuses stays mapped, and nothing tracks it any more, so its memory goes
+ * back at once by an advice, which splits no mapping (a huge block freed
+ * at the map limit stayed resident for good, malloc_trim or not). Warned
+ * once, as the purge: a process at its map limit fails every unmap, one
+ * per free. */
 void hak_os_free(void *p, size_t size) {
   static _Atomic(bool) warned;
   int saved = errno;
-  if (munmap(p, size) != 0 && !atomic_exchange_explicit(&warned, true, memory_order_relaxed))
-    hak_message("hakmem: warning: munmap(%p, %zu) failed (errno %d); its address space stays taken\n", p, size, errno);
+  if (munmap(p, size) != 0) {
+    int refused = errno;
+    bool returned = madvise(p, size, MADV_DONTNEED) == 0;
+    if (!atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+      hak_message("hakmem: warning: munmap(%p, %zu) failed (errno %d); its address space stays taken%s\n", p, size,
+                  refused, returned ? "" : ", and its memory");
+  }
   errno = saved;
 }
 

@@ -1,9 +1,9 @@
 /* A seccomp filter that makes the OS refuse what hakmem gives back, so that
  * the tests of those refusals (test_purge_failure, test_free_errno) see
  * them every time: madvise(MADV_DONTNEED or MADV_FREE) fails with EINVAL,
- * as on locked memory, and, if `munmap_too`, munmap with ENOMEM, as at the
- * map limit; in every thread of the process (the purger's too). Other
- * advice and other calls are left alone. */
+ * as on locked memory, and munmap with ENOMEM, as at the map limit (each
+ * as asked, hak_refuse); in every thread of the process (the purger's
+ * too). Other advice and other calls are left alone. */
 #ifndef HAK_SECCOMP_H
 #define HAK_SECCOMP_H
 
@@ -20,11 +20,17 @@
 #define HAK_AUDIT_ARCH AUDIT_ARCH_AARCH64
 #endif
 
+/* What the filter refuses: madvise's purging advices (EINVAL, as on locked
+ * memory), munmap (ENOMEM, as at vm.max_map_count), or both. */
+enum { HAK_REFUSE_PURGES = 1, HAK_REFUSE_MUNMAP = 2 };
+
 /* True once the filter is set; else false, with why it could not be. */
-static inline bool hak_refuse_purges(bool munmap_too, const char **why)
+static inline bool hak_refuse(unsigned what, const char **why)
 {
 #if defined(HAK_AUDIT_ARCH) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    unsigned refused_munmap = munmap_too ? SYS_munmap : ~0u;   /* ~0: no call has it */
+    /* ~0: no call has it */
+    unsigned refused_munmap = what & HAK_REFUSE_MUNMAP ? SYS_munmap : ~0u;
+    unsigned refused_madvise = what & HAK_REFUSE_PURGES ? SYS_madvise : ~0u;
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, HAK_AUDIT_ARCH, 1, 0),
@@ -32,7 +38,7 @@ static inline bool hak_refuse_purges(bool munmap_too, const char **why)
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, refused_munmap, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOMEM),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_madvise, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, refused_madvise, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         /* the advice: the low half of the third argument (little-endian) */
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
@@ -52,7 +58,7 @@ static inline bool hak_refuse_purges(bool munmap_too, const char **why)
     }
     return true;
 #else
-    (void)munmap_too;
+    (void)what;
     *why = "no seccomp filter for this architecture in the tests";
     return false;
 #endif

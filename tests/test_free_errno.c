@@ -111,6 +111,22 @@ static void free_keeps_errno(void)
     free_all_kinds_from_another_thread("another thread's, the OS willing");
 }
 
+/* Whether any OS page of [p, p + size) is resident (false once unmapped). */
+static bool any_resident(void *p, size_t size)
+{
+    uintptr_t start = (uintptr_t)p & ~(uintptr_t)4095;
+    size_t pages = ((uintptr_t)p + size - start + 4095) / 4096;
+    unsigned char *vec = malloc(pages);
+    CHECK(vec != NULL);
+    bool resident = false;
+    if (mincore((void *)start, pages * 4096, vec) == 0)
+        for (size_t i = 0; i < pages && !resident; i++) resident = vec[i] & 1;
+    else
+        CHECKF(errno == ENOMEM, "mincore: %s", strerror(errno));
+    free(vec);
+    return resident;
+}
+
 /* ---- the OS refusing, by a seccomp filter -------------------------------- */
 
 enum { NO_FILTER = 77 };
@@ -118,7 +134,7 @@ enum { NO_FILTER = 77 };
 static void refused_child(void)
 {
     const char *why;
-    if (!hak_refuse_purges(true, &why)) _exit(NO_FILTER);
+    if (!hak_refuse(HAK_REFUSE_PURGES | HAK_REFUSE_MUNMAP, &why)) _exit(NO_FILTER);
     free_all_kinds("madvise and munmap refused");
     free_all_kinds_from_another_thread("another thread's, madvise and munmap refused");
     _exit(0);
@@ -142,12 +158,39 @@ static void free_keeps_errno_when_the_os_refuses(void)
 #endif
 }
 
+/* munmap alone refused: a huge block's memory goes back all the same (the
+ * range stays mapped, and nothing tracks it once freed: it stayed resident
+ * for good, malloc_trim or not). */
+static void unmap_refused_child(void)
+{
+    const char *why;
+    if (!hak_refuse(HAK_REFUSE_MUNMAP, &why)) _exit(NO_FILTER);
+    char *p = malloc(5 * SEGMENT);   /* past the huge cache (and HAKMEM_HUGE_CACHE=0 here) */
+    CHECK(p != NULL);
+    memset(p, 0x33, 8 * MiB);
+    CHECK(any_resident(p, 8 * MiB));
+    free_keeping_errno(p, 5 * SEGMENT, "munmap refused");
+    CHECKF(!any_resident(p, 8 * MiB), "the memory of a huge block whose munmap was refused stayed resident");
+    _exit(0);
+}
+
+static void memory_goes_back_when_munmap_is_refused(void)
+{
+    hak_child_report r = hak_run_in_child(unmap_refused_child);
+    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == NO_FILTER) {
+        printf("     not run: no seccomp filter can be set here\n");
+        return;
+    }
+    CHECK_CHILD_EXITED_0(r.status);
+}
+
 /* ---- the map limit, for real --------------------------------------------- */
 
 /* Three huge blocks whose mappings are whole segments, so that the kernel
  * may merge them into one mapping; the process then fills its map count
  * with one-page mappings of a file, and the middle block is freed: its
- * munmap would split the merged mapping, which the kernel refuses. */
+ * munmap would split the merged mapping, which the kernel refuses. Its
+ * memory must go back all the same (it stayed resident for good). */
 static void map_limit_child(void)
 {
     void *probe = malloc(2 * SEGMENT);
@@ -159,14 +202,17 @@ static void map_limit_child(void)
     for (int i = 0; i < 3; i++) {
         b[i] = malloc(size);
         CHECK(b[i] != NULL);
-        memset(b[i], 0x33, 4096);
+        memset(b[i], 0x33, 8 * MiB);
     }
     int fd = memfd_create("test_free_errno", 0);
     CHECK(fd >= 0);
     CHECK(ftruncate(fd, 4096) == 0);
     for (int i = 0; i < 70000; i++)   /* (at most: a raised limit is left alone) */
         if (mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0) == MAP_FAILED) break;
-    for (int i = 1; i < 4; i++) free_keeping_errno(b[i % 3], size, "at the map limit");
+    free_keeping_errno(b[1], size, "at the map limit");
+    CHECKF(!any_resident(b[1], 8 * MiB), "the memory of a huge block freed at the map limit stayed resident");
+    free_keeping_errno(b[2], size, "at the map limit");
+    free_keeping_errno(b[0], size, "at the map limit");
     _exit(0);
 }
 
@@ -181,6 +227,7 @@ int main(void)
     hak_test_begin("test_free_errno");
     RUN_CASE(free_keeps_errno);
     RUN_CASE(free_keeps_errno_when_the_os_refuses);
+    RUN_CASE(memory_goes_back_when_munmap_is_refused);
     RUN_CASE(free_keeps_errno_at_the_map_limit);
     printf("all passed\n");
     return 0;

@@ -91,7 +91,7 @@ static void run_cases(void)
 static bool refuse_purges_by_seccomp(void)
 {
     const char *why;
-    if (hak_refuse_purges(false, &why)) return true;
+    if (hak_refuse(HAK_REFUSE_PURGES, &why)) return true;
     printf("SKIP: %s\n", why);
     return false;
 }
