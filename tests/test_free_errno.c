@@ -140,14 +140,22 @@ static void refused_child(void)
     _exit(0);
 }
 
+/* Runs a child that sets a filter first: false (said) if it could not. */
+static bool run_filtered(void (*child)(void), hak_child_report *r)
+{
+    *r = hak_run_in_child(child);
+    if (WIFEXITED(r->status) && WEXITSTATUS(r->status) == NO_FILTER) {
+        printf("     not run: no seccomp filter can be set here\n");
+        return false;
+    }
+    CHECK_CHILD_EXITED_0(r->status);
+    return true;
+}
+
 static void free_keeps_errno_when_the_os_refuses(void)
 {
-    hak_child_report r = hak_run_in_child(refused_child);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == NO_FILTER) {
-        printf("     not run: no seccomp filter can be set here\n");
-        return;
-    }
-    CHECK_CHILD_EXITED_0(r.status);
+    hak_child_report r;
+    if (!run_filtered(refused_child, &r)) return;
 #ifdef HAK_TEST_STANDARD_NAMES
     /* The refusals did reach hakmem, which warns once about each kind
      * (every giant block freed, by both threads, had its unmap refused). */
@@ -176,12 +184,8 @@ static void unmap_refused_child(void)
 
 static void memory_goes_back_when_munmap_is_refused(void)
 {
-    hak_child_report r = hak_run_in_child(unmap_refused_child);
-    if (WIFEXITED(r.status) && WEXITSTATUS(r.status) == NO_FILTER) {
-        printf("     not run: no seccomp filter can be set here\n");
-        return;
-    }
-    CHECK_CHILD_EXITED_0(r.status);
+    hak_child_report r;
+    run_filtered(unmap_refused_child, &r);
 }
 
 /* ---- the map limit, for real --------------------------------------------- */
