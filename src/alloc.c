@@ -270,9 +270,8 @@ void *hak_pvalloc(size_t size) {
 
 /* ------------------------------------------------------------ sizes, realloc */
 
-/* Usable bytes from p to the end of its block. Reports a pointer hakmem
- * did not hand out, or a block already freed. */
-/* Any block, or a report; under a tool, the whole block is the caller's now. */
+/* malloc_usable_size of any block, or a report; under a tool, the whole
+ * block is the caller's now. */
 static HAK_NOINLINE size_t usable_size_searched(const void *p) {
   hak_block_ref_t ref;
   hak_block_find(HAK_OP_USABLE_SIZE, p, &ref);
@@ -280,9 +279,11 @@ static HAK_NOINLINE size_t usable_size_searched(const void *p) {
   return ref.usable;
 }
 
-/* A block of a page at once, without a ref written to memory: a program
- * may ask at every malloc and free (redis does, to count its memory), and
- * this cost it 46 instructions a call with the ref, 28 without. */
+/* Usable bytes from p to the end of its block. Reports a pointer hakmem
+ * did not hand out, or a block already freed. A block of a page is
+ * answered at once, without a ref written to memory: a program may ask at
+ * every malloc and free (redis does, to count its memory), and this cost
+ * it 46 instructions a call with the ref, 28 without. */
 size_t hak_malloc_usable_size(const void *p) {
 #if HAKMEM_SECURE   /* the requested size: the bytes past it hold the canary */
   return hak_secure_usable_size(p);

@@ -408,8 +408,7 @@ static void retire_idle_in(hak_heap_t *heap, hak_page_t *page) {
     page->idle_looks = 1;
     return;
   }
-  if (page->idle_looks < IDLE_LOOKS) page->idle_looks++;
-  if (page->idle_looks < IDLE_LOOKS) return;
+  if (page->idle_looks < IDLE_LOOKS && ++page->idle_looks < IDLE_LOOKS) return;   /* (saturates) */
   for (hak_page_t *next; page != NULL; page = next) {
     next = page->next;
     uintptr_t xfree = atomic_load_explicit(&page->xthread_free, memory_order_relaxed);

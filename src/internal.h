@@ -251,12 +251,12 @@ extern uintptr_t hak_owner_counted HAK_INTERNAL;
  *     from another thread (free_in_slice's check of a page of several
  *     slices, hak_block_find below and its search in free.c; secure.c's
  *     secure_free_in_segment and live_block) reads span_kind, block_size,
- *     block_magic, area_neg and (counting calls) bin: written before any block of the page was
- *     handed out, so ordered by the hand-over of the block itself; and
- *     capacity, which the owner raises while it carves: read and written
- *     with relaxed __atomic operations (hak_page_is_block_start), and a
- *     block the caller was handed lies below any value it can read
- *     (capacity only grows in a page's life);
+ *     block_magic, area_neg and (counting calls) bin: written before any
+ *     block of the page was handed out, so ordered by the hand-over of the
+ *     block itself; and capacity, which the owner raises while it carves:
+ *     read and written with relaxed __atomic operations
+ *     (hak_page_is_block_start), and a block the caller was handed lies
+ *     below any value it can read (capacity only grows in a page's life);
  *   - the same free then pushes onto xthread_free (a CAS), encoding the
  *     link with `remote_secret` in the secure variant (set at page_init,
  *     before the hand-over), and, if that push publishes the page, writes
@@ -1070,14 +1070,11 @@ static inline HAK_NO_ASAN bool hak_block_is_free(const hak_block_t *b, const hak
   return b->free_tag == hak_free_tag(page);
 }
 
-/* Find the live block p was handed out as, or report: p must be exactly an
- * address malloc & co. returned (the start of a block: aligned blocks are
- * too, alloc.c), not freed since. Off the fast paths: free's generic
- * path, realloc and malloc_usable_size. `op` names the call. The usual
- * case inline (hak_live_block_page), without the search and its saved
- * registers: the start of a live block of a page, checked as free_in_slice
- * checks it (a realloc in place of bench/realloc spent 63 instructions in
- * the search, 2/3 of its cost). */
+/* hak_block_find's usual case, inline without the search and its saved
+ * registers: p is the start of a live block of a page, checked as
+ * free_in_slice checks it. Its page (and *seg_out), or NULL for every
+ * other pointer (a realloc in place of bench/realloc spent 63
+ * instructions in the search, 2/3 of its cost). */
 static inline hak_page_t *hak_live_block_page(const void *p, hak_segment_t **seg_out) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_unlikely(seg == NULL)) return NULL;
@@ -1087,6 +1084,11 @@ static inline hak_page_t *hak_live_block_page(const void *p, hak_segment_t **seg
   *seg_out = seg;
   return page;
 }
+
+/* Find the live block p was handed out as, or report: p must be exactly an
+ * address malloc & co. returned (the start of a block: aligned blocks are
+ * too, alloc.c), not freed since. Off the fast paths: free's generic
+ * path, realloc and malloc_usable_size. `op` names the call. */
 static inline void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   hak_segment_t *seg;
   hak_page_t *page = hak_live_block_page(p, &seg);
