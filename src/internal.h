@@ -164,17 +164,21 @@ static inline size_t hak_direct_index(size_t size) {
 /* A free block. While a block is free (carved and not handed out, or freed)
  * its second word holds its free tag; allocation clears it. Finding the tag
  * already set on free means the block is free already: a double free. The
- * tag is the address of the block's page descriptor, in a segment header
- * no program is given a pointer into, so no program data holds it by
- * chance; free's fast path has it in a register already, so the check
- * costs a compare. */
+ * tag is the address of the block's page descriptor plus one: no program is
+ * given a pointer into the segment header that holds the descriptor, and no
+ * field starts at a descriptor's second byte (hak_page_t: `free`, 8 bytes,
+ * comes first), so no pointer of hakmem's holds it. (The descriptor's own address
+ * was the tag until a program was stopped as a double free: its slow paths
+ * leave descriptor addresses on the stack, where a local the program never
+ * set picks one up, and a struct copy took it into a block's second word.)
+ * One `lea` from the descriptor free's fast path has in a register. */
 typedef struct hak_block_s {
   struct hak_block_s *next;
   uintptr_t free_tag;
 } hak_block_t;
 
 struct hak_page_s;
-static inline uintptr_t hak_free_tag(const struct hak_page_s *page) { return (uintptr_t)page; }
+static inline uintptr_t hak_free_tag(const struct hak_page_s *page) { return (uintptr_t)page + 1; }
 
 /* ---------------------------------------------------------------- pages */
 
@@ -364,6 +368,8 @@ typedef struct hak_page_s {
 
 _Static_assert(sizeof(hak_page_t) == 128 && offsetof(hak_page_t, xthread_free) == 64,
                "a page descriptor is two cache lines, the second the remote frees'");
+_Static_assert(offsetof(hak_page_t, free) == 0 && sizeof(((hak_page_t *)0)->free) > 1,
+               "no field starts at a descriptor's second byte, the free tag (hak_free_tag)");
 
 /* What a slice's memory may hold (page->dirty of each slice): never used
  * since mapped (zero, not resident), used since its last purge (may be

@@ -270,6 +270,31 @@ static void double_free_is_detected(void) {
   CHECKF(strstr(r.text, "double free") != NULL, "no report in: %s", r.text);
 }
 
+/* A live block whose second word holds its page descriptor's address is
+ * the program's data, not a free block. hakmem's slow paths leave such
+ * addresses on the stack, where a local the program never set picks one up
+ * (a struct copied whole, a member unused): the tag was the address itself,
+ * and the block was stopped as freed at malloc_usable_size, realloc and
+ * free. Small and medium (a ring class) blocks; in a child, which aborted
+ * before. */
+static void blocks_holding_their_descriptor(void) {
+  static const size_t sizes[] = { SIZE, 20000 };
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    uintptr_t *p = hak_malloc(sizes[i]);
+    p[1] = (uintptr_t)page_of(p);
+    CHECKF(hak_malloc_usable_size(p) >= sizes[i], "size %zu", sizes[i]);
+    uintptr_t *q = hak_realloc(p, sizes[i] * 2);
+    CHECKF(q != NULL && q[1] == (uintptr_t)page_of(p), "size %zu: moved with its contents", sizes[i]);
+    q[1] = (uintptr_t)page_of(q);
+    hak_free(q);
+  }
+}
+
+static void descriptor_address_is_data(void) {
+  hak_child_report r = hak_run_in_child(blocks_holding_their_descriptor);
+  CHECKF(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %d: %s", r.status, r.text);
+}
+
 /* The free fast path's block check (hak_slice_t in internal.h) accepts
  * exactly the starts of carved blocks, for every one-slice class and every
  * capacity, at every offset of the slice. */
@@ -602,6 +627,7 @@ int main(void) {
   RUN_CASE(abandoned_pages_are_pulled_by_allocating_threads);
   RUN_CASE(adoption_takes_the_fullest_of_living_and_the_emptiest_of_exited);
   RUN_CASE(double_free_is_detected);
+  RUN_CASE(descriptor_address_is_data);
   RUN_CASE(block_check_is_exact);
   RUN_CASE(page_block_start_is_exact);
   RUN_CASE(own_abandoned_page_is_taken_back);
