@@ -1070,23 +1070,35 @@ typedef struct hak_block_ref_s {
 } hak_block_ref_t;
 HAK_INTERNAL HAK_NOINLINE void hak_block_search(hak_op_t op, const void *p, hak_block_ref_t *ref);
 
+#include "tracking.h"
+
+/* Block b's second word, where a free block holds its tag, read to tell
+ * whether b is free: under memcheck as tracking.h reads it (a live block's
+ * may hold bytes the program copied there unwritten). */
+static inline HAK_NO_ASAN uintptr_t hak_block_tag_word(const hak_block_t *b) {
+  return hak_unlikely(hak_tracking_memcheck()) ? hak_track_tag_word(b) : b->free_tag;
+}
+
 /* A free block carries its tag (see hak_block_t); carved blocks get it too,
  * so a block malloc never handed out counts as free. */
 static inline HAK_NO_ASAN bool hak_block_is_free(const hak_block_t *b, const hak_page_t *page) {
-  return b->free_tag == hak_free_tag(page);
+  return hak_block_tag_word(b) == hak_free_tag(page);
 }
 
 /* hak_block_find's usual case, inline without the search and its saved
  * registers: p is the start of a live block of a page, checked as
  * free_in_slice checks it. Its page (and *seg_out), or NULL for every
  * other pointer (a realloc in place of bench/realloc spent 63
- * instructions in the search, 2/3 of its cost). */
+ * instructions in the search, 2/3 of its cost). Not under a tool
+ * (tracking.h): its callers look first, and leave such calls to the
+ * search, which reads the tag word as memcheck needs. */
 static inline hak_page_t *hak_live_block_page(const void *p, hak_segment_t **seg_out) {
   hak_segment_t *seg = hak_segment_lookup(p);
   if (hak_unlikely(seg == NULL)) return NULL;
   const hak_slice_t *slice = hak_slice_at(seg, p);
   hak_page_t *page = slice->page;
-  if (page == NULL || !hak_block_starts(slice, p) || hak_block_is_free(p, page)) return NULL;
+  if (page == NULL || !hak_block_starts(slice, p) || ((const hak_block_t *)p)->free_tag == hak_free_tag(page))
+    return NULL;
   *seg_out = seg;
   return page;
 }
@@ -1097,7 +1109,7 @@ static inline hak_page_t *hak_live_block_page(const void *p, hak_segment_t **seg
  * path, realloc and malloc_usable_size. `op` names the call. */
 static inline void hak_block_find(hak_op_t op, const void *p, hak_block_ref_t *ref) {
   hak_segment_t *seg;
-  hak_page_t *page = hak_live_block_page(p, &seg);
+  hak_page_t *page = hak_likely(!hak_tracking) ? hak_live_block_page(p, &seg) : NULL;
   if (hak_likely(page != NULL)) *ref = (hak_block_ref_t){ seg, page, page->block_size, HAK_SPAN_PAGE };
   else hak_block_search(op, p, ref);
 }
@@ -1234,7 +1246,6 @@ extern _Atomic(int64_t) hak_stat_huge_stretches HAK_INTERNAL;   /* segment.c */
 HAK_INTERNAL void hak_stat_commit(int64_t delta);
 
 #include "secure.h"
-#include "tracking.h"
 #include "exports.h"
 
 /* Take a block from a page whose free list has one (both variants' malloc

@@ -536,7 +536,7 @@ static __attribute__((noipa)) void canary_failed(hak_op_t op, const void *p, siz
                                                   size_t given) {
   /* Tagged since the caller's test: another thread's free of p, at once,
    * filled it (over the canary of a block of up to 64 bytes). */
-  if (((const uintptr_t *)p)[1] == quarantine_tag(keys(), p)) report_freed_at_once(p);
+  if (hak_block_tag_word(p) == quarantine_tag(keys(), p)) report_freed_at_once(p);
   size_t size;
   if (canary_intact(keys(), op, p, usable, false, 0, &size, false)) size_differs(op, p, size);   /* whole: the size was wrong */
   uint64_t decoded = trailer_decode(keys(), p, (const uint8_t *)p + usable);
@@ -630,7 +630,7 @@ static bool quarantinable(const hak_block_ref_t *ref) { return ref->seg != NULL;
 static size_t live_block(hak_op_t op, const void *p, hak_block_ref_t *ref, bool sized, size_t given) {
   hak_block_find(op, p, ref);
   keys_t ks = keys();
-  if (quarantinable(ref) && ((const uintptr_t *)p)[1] == quarantine_tag(ks, p))
+  if (quarantinable(ref) && hak_block_tag_word(p) == quarantine_tag(ks, p))
     hak_report_freed(op, p, "it is in quarantine");
   return canary_check(ks, op, p, ref->usable, sized, given);
 }
@@ -674,7 +674,7 @@ static bool left_quarantine_already(const void *p) {
   if (seg == NULL) return false;
   const hak_page_t *page = hak_slice_at(seg, p)->page;
   if (page->span_kind == HAK_SPAN_FREE) return true;
-  return page->span_kind == HAK_SPAN_PAGE && ((const hak_block_t *)p)->free_tag == hak_free_tag(page);
+  return page->span_kind == HAK_SPAN_PAGE && hak_block_is_free(p, page);
 }
 
 /* The block leaves quarantine: unchanged since it was filled, or reported.
@@ -1017,7 +1017,8 @@ static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op, bool sized, size
 /* Whether p's first two words say it is live: not free in its page, not
  * in quarantine (a thread with no heap: see quarantine_put_borrowed). */
 static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
-  return ((const hak_block_t *)p)->free_tag != hak_free_tag(page) && ((const uintptr_t *)p)[1] != quarantine_tag(ks, p);
+  uintptr_t word = hak_block_tag_word(p);
+  return word != hak_free_tag(page) && word != quarantine_tag(ks, p);
 }
 
 /* A live block of a page, `usable` bytes: its canary (and the size given,

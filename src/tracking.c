@@ -65,6 +65,7 @@ void hak_track_free(void *p, size_t usable, bool in_page) {
 void hak_track_quarantined(void *p) { (void)p; }
 void hak_track_unquarantined(void *p, size_t usable) { (void)p; (void)usable; }
 
+HAK_NO_ASAN uintptr_t hak_track_tag_word(const hak_block_t *b) { return b->free_tag; }
 void hak_track_open(void *b) { ASAN_UNPOISON_MEMORY_REGION(b, sizeof(hak_block_t)); }
 void hak_track_close(void *b) { ASAN_POISON_MEMORY_REGION(b, sizeof(hak_block_t)); }
 
@@ -110,6 +111,16 @@ void hak_track_unquarantined(void *p, size_t usable) {
   VALGRIND_MALLOCLIKE_BLOCK(p, usable, 0, 0);
   VALGRIND_MAKE_MEM_DEFINED(p, usable);
 }
+uintptr_t hak_track_tag_word(const hak_block_t *b) {
+  const uintptr_t *word = &b->free_tag;
+  unsigned char vbits[sizeof *word];
+  unsigned got = VALGRIND_GET_VBITS(word, vbits, sizeof *word);   /* 1: read; else not addressable (a free block) */
+  VALGRIND_MAKE_MEM_DEFINED(word, sizeof *word);
+  uintptr_t tag = *word;
+  if (got == 1) VALGRIND_SET_VBITS(word, vbits, sizeof *word);
+  else VALGRIND_MAKE_MEM_NOACCESS(word, sizeof *word);
+  return tag;
+}
 void hak_track_open(void *b) { VALGRIND_MAKE_MEM_DEFINED(b, sizeof(hak_block_t)); }
 void hak_track_close(void *b) { VALGRIND_MAKE_MEM_NOACCESS(b, sizeof(hak_block_t)); }
 
@@ -131,6 +142,7 @@ void hak_track_cut(void *p, size_t size, size_t usable, size_t was) { (void)p; (
 void hak_track_free(void *p, size_t usable, bool in_page) { (void)p; (void)usable; (void)in_page; }
 void hak_track_quarantined(void *p) { (void)p; }
 void hak_track_unquarantined(void *p, size_t usable) { (void)p; (void)usable; }
+uintptr_t hak_track_tag_word(const hak_block_t *b) { return b->free_tag; }
 void hak_track_open(void *b) { (void)b; }
 void hak_track_close(void *b) { (void)b; }
 void hak_track_carve(void *first, size_t bytes, bool carved) { (void)first; (void)bytes; (void)carved; }

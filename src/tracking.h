@@ -53,6 +53,12 @@ HAK_INTERNAL void hak_track_free(void *p, size_t usable, bool in_page);   /* p: 
  * reads its `usable` bytes, and its release, which frees it). */
 HAK_INTERNAL void hak_track_quarantined(void *p);
 HAK_INTERNAL void hak_track_unquarantined(void *p, size_t usable);
+/* Block b's tag word (its second), for the checks that tell a live block
+ * from a free one: under memcheck, read as defined, and left as defined or
+ * as accessible as it was. A live block's may hold bytes the program never
+ * wrote (a struct's padding, part of a buffer copied whole: legal), and
+ * memcheck would report hakmem's compare of them (glibc reports nothing). */
+HAK_INTERNAL uintptr_t hak_track_tag_word(const hak_block_t *b);
 HAK_INTERNAL void hak_track_open(void *b);                      /* a free block's link and tag */
 HAK_INTERNAL void hak_track_close(void *b);
 HAK_INTERNAL void hak_track_carve(void *first, size_t bytes, bool carved);
