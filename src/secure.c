@@ -1015,9 +1015,13 @@ void *hak_secure_new_throwing(size_t size, unsigned family) { return secure_allo
 static HAK_NOINLINE void secure_free_slow(void *p, hak_op_t op, bool sized, size_t given);
 
 /* Whether p's first two words say it is live: not free in its page, not
- * in quarantine (a thread with no heap: see quarantine_put_borrowed). */
+ * in quarantine (a thread with no heap: see quarantine_put_borrowed).
+ * Under a tool, false: secure_free_slow's live_block reads the word as
+ * memcheck needs (tracking.h), where a call here would cost every free a
+ * stack frame. */
 static inline bool not_freed(keys_t ks, const void *p, const hak_page_t *page) {
-  uintptr_t word = hak_block_tag_word(p);
+  if (hak_unlikely(hak_tracking)) return false;
+  uintptr_t word = ((const hak_block_t *)p)->free_tag;
   return word != hak_free_tag(page) && word != quarantine_tag(ks, p);
 }
 
