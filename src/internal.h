@@ -469,9 +469,15 @@ extern struct hak_segment_s *hak_segment_map[HAK_SEGMENT_MAP_SIZE] HAK_INTERNAL;
 static inline hak_segment_t *hak_segment_of(const void *p) {
   return (hak_segment_t *)((uintptr_t)p & ~HAK_SEGMENT_MASK);
 }
-/* The mapped segment p lies in (its first HAK_SEGMENT_SIZE), or NULL. */
+/* The mapped segment p lies in (its first HAK_SEGMENT_SIZE), or NULL.
+ * NULL above the 48-bit space too, which Linux maps only when asked to
+ * (5-level paging, an mmap hint above 2^47) and hakmem never asks: masked
+ * into the map instead, such a pointer (one the program mapped up there,
+ * or a corrupted one) named the hakmem segment 2^48 bytes below, and its
+ * free went onto that segment's free lists. */
 static inline hak_segment_t *hak_segment_lookup(const void *p) {
-  size_t i = ((uintptr_t)p >> HAK_SEGMENT_SHIFT) & (HAK_SEGMENT_MAP_SIZE - 1);
+  size_t i = (uintptr_t)p >> HAK_SEGMENT_SHIFT;
+  if (hak_unlikely(i >= HAK_SEGMENT_MAP_SIZE)) return NULL;
 #if defined(__SANITIZE_THREAD__)
   /* TSan cannot see the order munmap and mmap give a reused address. */
   return __atomic_load_n(&hak_segment_map[i], __ATOMIC_RELAXED);

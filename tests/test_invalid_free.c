@@ -44,6 +44,20 @@ static void double_free_small(void)
     free(p);
 }
 
+/* A live block's address moved above the 48-bit address space (a
+ * pointer the program mapped there, on a machine with 5-level paging, or
+ * a corrupted one): it named the block's own segment, and the free went
+ * on as the block's (here, with 4-level paging, it faulted at the tag). */
+static void free_above_48_bits(void)
+{
+    hak_thread_own_heap();
+    char *p = malloc(32);
+    CHECK(p != NULL);
+    void *high = (void *)((uintptr_t)p + ((uintptr_t)1 << 48));
+    hak_announce(high);
+    free(high);
+}
+
 /* Pointers inside a live block, freed by the thread that owns its page
  * (the fast path, whose exact check hak_block_check must send them to the
  * generic path): p + 1 of an 8 B block, p + 16 of a 32 B one. */
@@ -437,6 +451,7 @@ static const struct misuse {
     const char *words;   /* in hakmem's one-line message */
 } misuses[] = {
     { "free of a stack pointer", free_stack_pointer, "not allocated by hakmem" },
+    { "free of a block's address above the 48-bit space", free_above_48_bits, "not allocated by hakmem" },
     { "free of an mmap'd pointer", free_mmap_pointer, "not allocated by hakmem" },
     { "double free, small", double_free_small, "double free" },
     { "double free, medium", double_free_medium, "double free" },
