@@ -91,13 +91,10 @@ void hak_track_handout(void *p, size_t size, bool zero) {
   (void)size;   /* memcheck sees the usable size: realloc keeps a block it fits */
   if (p == NULL) return;
   hak_block_ref_t ref;
+  /* All of it undefined unless zeroed, the tag word too: hakmem's checks
+   * read that word through hak_track_tag_word, so a program that tests it
+   * unwritten is told, as on glibc. */
   VALGRIND_MALLOCLIKE_BLOCK(p, usable_of(p, &ref), 0, zero);
-  /* A block's tag word is read by every free (the double-free check),
-   * whether or not the program wrote it: it holds 0, defined. (The secure
-   * variant's free reads it in every block of an arena segment, large and
-   * huge ones too: where a quarantined block keeps its tag.) */
-  if (ref.kind == HAK_SPAN_PAGE || (HAKMEM_SECURE && ref.seg != NULL))
-    VALGRIND_MAKE_MEM_DEFINED(&((hak_block_t *)p)->free_tag, sizeof ((hak_block_t *)p)->free_tag);
 }
 
 void hak_track_resize(void *p, size_t size, size_t usable) { (void)p; (void)size; (void)usable; }

@@ -3,10 +3,11 @@
 # (--soname-synonyms=somalloc=nouserintercepts; by default memcheck would
 # replace hakmem's malloc with its own): a clean program reports no error
 # and really ran on hakmem, and memcheck still sees hakmem's blocks: a
-# use-after-free read and a read past a block (also one realloc cut) are
-# reported as such.
-# The secure variant (third argument `secure`) runs the clean program and
-# the use-after-free read (its quarantine describes the blocks it holds as
+# use-after-free read, a test of a block's second word the program never
+# wrote (hakmem reads it itself, as it tells live blocks from freed), and
+# a read past a block (also one realloc cut) are reported as such.
+# The secure variant (third argument `secure`) runs the clean program, the
+# unwritten second word and the use-after-free read (its quarantine describes the blocks it holds as
 # freed); a read past a block stays within its usable size there, which
 # the canary's bytes make larger (README, valgrind).
 # Leaks are found as definitely lost, whatever the size: no record of
@@ -42,6 +43,11 @@ grep -q "Invalid read of size 1" "$out" || fail "use-after-free: no invalid read
 size=64; [ "$variant" = secure ] && size='[0-9,]*'   # (the secure block holds its canary too)
 grep -q "8 bytes inside a block of size $size free'd" "$out" || fail "use-after-free: the block is not named as freed"
 echo "ok   use-after-free read reported"
+
+run unwritten-word; rc=$?
+[ $rc -eq 99 ] || fail "unwritten second word: exit $rc, want memcheck's 99"
+grep -q "Conditional jump or move depends on uninitialised value" "$out" || fail "unwritten second word: not reported"
+echo "ok   test of a block's unwritten second word reported"
 [ "$variant" = secure ] && exit 0
 
 run overflow; rc=$?

@@ -1,6 +1,7 @@
 /* A small program for valgrind's memcheck with hakmem preloaded
  * (memcheck.sh): `clean` uses the heap correctly in every size range,
- * `use-after-free` reads a freed block, `overflow` reads one byte past a
+ * `use-after-free` reads a freed block, `unwritten-word` tests a block's
+ * second word it never wrote, `overflow` reads one byte past a
  * block, `read-past-cut` past a large block realloc cut, `leak` leaves
  * five blocks (small, medium, one a page's only block, large, giant)
  * unreferenced, after a thread that used enough memory to start hakmem's
@@ -81,6 +82,10 @@ int main(int argc, char **argv)
         memset(p, 1, 64);
         free(p);
         sink = p[8];
+    } else if (strcmp(mode, "unwritten-word") == 0) {
+        long *p = malloc(64);   /* its second word, where a free block holds its tag, never written */
+        if (p[1] == 42) sink = 1;
+        free(p);
     } else if (strcmp(mode, "overflow") == 0) {
         char *p = malloc(80);   /* a class of its own here: the next block is free */
         memset(p, 1, 80);
@@ -108,7 +113,7 @@ int main(int argc, char **argv)
         memset(kept, 1, 64);
         kept = NULL;
     } else {
-        fprintf(stderr, "usage: memcheck_program clean|use-after-free|overflow|read-past-cut|leak\n");
+        fprintf(stderr, "usage: memcheck_program clean|use-after-free|unwritten-word|overflow|read-past-cut|leak\n");
         return 2;
     }
     return 0;
