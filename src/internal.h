@@ -165,13 +165,14 @@ static inline size_t hak_direct_index(size_t size) {
  * its second word holds its free tag; allocation clears it. Finding the tag
  * already set on free means the block is free already: a double free. The
  * tag is the address of the block's page descriptor plus one: no program is
- * given a pointer into the segment header that holds the descriptor, and no
- * field starts at a descriptor's second byte (hak_page_t: `free`, 8 bytes,
- * comes first), so no pointer of hakmem's holds it. (The descriptor's own address
- * was the tag until a program was stopped as a double free: its slow paths
- * leave descriptor addresses on the stack, where a local the program never
- * set picks one up, and a struct copy took it into a block's second word.)
- * One `lea` from the descriptor free's fast path has in a register. */
+ * given a pointer into the segment header that holds the descriptor, and
+ * no field starts at a descriptor's second byte (hak_page_t: `free`, 8
+ * bytes, comes first), so no pointer of hakmem's holds it either. (The
+ * descriptor's own address was the tag until a program was stopped as a
+ * double free: hakmem's slow paths leave descriptor addresses on the
+ * stack, a local the program never set picked one up, and a struct copy
+ * took it into a block's second word.) Free's fast path has the
+ * descriptor in a register: the tag costs it one `lea`. */
 typedef struct hak_block_s {
   struct hak_block_s *next;
   uintptr_t free_tag;

@@ -7,9 +7,10 @@
  * blocks at all unless hakmem describes them. Under memcheck (decided once
  * at start-up; other valgrind tools see hakmem as it runs) it does, with
  * client requests: a block handed out is MALLOCLIKE (its usable size: the
- * bytes malloc_usable_size allows; its tag word, which every free reads,
- * defined), a freed block FREELIKE, and every free block stays NOACCESS
- * except while the allocator itself reads or writes its link and tag.
+ * bytes malloc_usable_size allows; undefined, its tag word too, which
+ * hakmem's checks read through hak_track_tag_word), a freed block
+ * FREELIKE, and every free block stays NOACCESS except while the
+ * allocator itself reads or writes its link and tag.
  *
  * ASan: the sanitizer build poisons the same free blocks, and in a live
  * block the bytes past the request (up to the block's end), until
